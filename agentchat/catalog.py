@@ -1,0 +1,207 @@
+"""The declarative tool catalog that the agent, the policy sidecar and the sandbox all read.
+
+One YAML file lists every tool the agent may call on the ss-tools API: descriptions and
+keywords in Russian and English, the JSON schema of its arguments, HTTP method and path, which
+argument names the environment (two for a migration), risk, where a `write` needs a card,
+timeout, retry budget and safer alternatives. A broken file is refused at load with a message
+naming the file, the tool and the field.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agentchat.errors import CatalogError
+
+Risk = Literal["read", "write", "destructive"]
+RISK_LEVEL: dict[str, str] = {"read": "safe", "write": "guarded", "destructive": "dangerous"}
+
+
+class Localized(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ru: str = Field(min_length=1)
+    en: str = Field(min_length=1)
+
+
+class Keywords(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ru: list[str] = Field(min_length=1)
+    en: list[str] = Field(min_length=1)
+
+
+class Alternative(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: str
+    prompt: Localized
+
+
+class EnvironmentArgs(BaseModel):
+    """Which arguments name environments: `argument` is the target (the tool's own
+    permission applies), `source_argument` a source that only needs read (migrations)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    argument: str
+    source_argument: str | None = None
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{2,63}$")
+    description: Localized
+    keywords: Keywords
+    args: dict[str, Any]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    path: str = Field(pattern=r"^/api/")
+    environment: EnvironmentArgs | None = None
+    risk: Risk
+    # Environments where a `write` needs a card; `destructive` always needs one.
+    confirm_in: list[str] = []
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    max_attempts: int = Field(default=2, ge=1, le=10)
+    alternatives: list[Alternative] = []
+    # Dashboard-centric tools that the agent may prefetch for (see agent tool selection).
+    prefetch: bool = False
+
+    @field_validator("args")
+    @classmethod
+    def _args_is_object_schema(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if v.get("type") != "object":
+            raise ValueError("must be a JSON schema with type: object")
+        try:
+            jsonschema.Draft202012Validator.check_schema(v)
+        except jsonschema.SchemaError as e:
+            raise ValueError(f"not a valid JSON schema: {e.message}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Tool:
+        props = self.args.get("properties", {})
+        for placeholder in _path_params(self.path):
+            if placeholder not in props:
+                raise ValueError(f"path parameter {{{placeholder}}} is not an argument")
+        if self.environment is not None:
+            for arg in (self.environment.argument, self.environment.source_argument):
+                if arg is not None and arg not in props:
+                    raise ValueError(f"environment argument {arg!r} is not an argument")
+        if self.confirm_in and self.risk != "write":
+            raise ValueError("confirm_in only applies to write tools")
+        return self
+
+    @property
+    def risk_level(self) -> str:
+        return RISK_LEVEL[self.risk]
+
+    def needs_card(self, environment: str | None) -> bool:
+        """Whether a permitted call needs a human answer (PROTOCOL §3)."""
+        if self.risk == "destructive":
+            return True
+        if self.risk == "write":
+            return environment in self.confirm_in
+        return False
+
+    def path_params(self) -> list[str]:
+        return _path_params(self.path)
+
+    def environments_of(self, arguments: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(target, source) environments named by a call's arguments."""
+        if self.environment is None:
+            return None, None
+        target = arguments.get(self.environment.argument)
+        source = (
+            arguments.get(self.environment.source_argument)
+            if self.environment.source_argument
+            else None
+        )
+        return (str(target) if target is not None else None,
+                str(source) if source is not None else None)
+
+
+def _path_params(path: str) -> list[str]:
+    out, rest = [], path
+    while "{" in rest:
+        _, _, rest = rest.partition("{")
+        name, _, rest = rest.partition("}")
+        out.append(name)
+    return out
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = 1
+    environments: list[str] = Field(min_length=1)
+    tools: list[Tool] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references(self) -> Catalog:
+        names = [t.name for t in self.tools]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"duplicate tool names: {sorted(dupes)}")
+        for t in self.tools:
+            for alt in t.alternatives:
+                if alt.action not in names:
+                    raise ValueError(
+                        f"tool {t.name!r}: field alternatives: unknown tool {alt.action!r}"
+                    )
+            for env in t.confirm_in:
+                if env not in self.environments:
+                    raise ValueError(f"tool {t.name!r}: field confirm_in: unknown env {env!r}")
+        return self
+
+    def get(self, name: str) -> Tool | None:
+        return self._by_name().get(name)
+
+    def _by_name(self) -> dict[str, Tool]:
+        return {t.name: t for t in self.tools}
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+
+def _describe(path: Path, raw: Any, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = list(e["loc"])
+        where = ""
+        if len(loc) >= 2 and loc[0] == "tools" and isinstance(loc[1], int):
+            tools = raw.get("tools", []) if isinstance(raw, dict) else []
+            name = tools[loc[1]].get("name", f"#{loc[1]}") if loc[1] < len(tools) and isinstance(
+                tools[loc[1]], dict) else f"#{loc[1]}"
+            field = ".".join(str(p) for p in loc[2:]) or "(tool)"
+            where = f"tool {name!r}: field {field}: "
+        elif loc:
+            where = "field " + ".".join(str(p) for p in loc) + ": "
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {where}{msg}")
+    return "; ".join(lines)
+
+
+def load_catalog(path: Path | str) -> Catalog:
+    """Read and validate a catalog file; CatalogError names the file, tool and field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CatalogError(f"{path}: cannot read the catalog: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise CatalogError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{path}: the catalog must be a mapping with `tools`")
+    try:
+        return Catalog.model_validate(raw)
+    except ValidationError as e:
+        raise CatalogError(_describe(path, raw, e)) from None
+
+
+@lru_cache(maxsize=8)
+def cached_catalog(path: str) -> Catalog:
+    return load_catalog(path)

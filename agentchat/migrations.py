@@ -1,0 +1,85 @@
+"""Our own tables, as an append-only list of migrations (the index is the version).
+
+Never edit or reorder an applied entry: add a new one. A retired entry becomes "SELECT 1;".
+LangGraph's checkpoint tables are not ours; `AsyncPostgresSaver.setup()` owns them.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 0: conversations and their turns, messages, tool calls, confirmations and leases.
+    """
+    CREATE TABLE IF NOT EXISTS conversations (
+        id               text PRIMARY KEY,              -- the LangGraph thread_id
+        owner            text NOT NULL,                 -- the user JWT's sub
+        title            text NOT NULL DEFAULT '',
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        last_activity_at timestamptz NOT NULL DEFAULT now(),
+        is_archived      boolean NOT NULL DEFAULT false,
+        archived_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS conversations_owner_activity
+        ON conversations (owner, last_activity_at DESC, id DESC);
+
+    CREATE TABLE IF NOT EXISTS turns (
+        id               text PRIMARY KEY,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        status           text NOT NULL DEFAULT 'running',
+            -- running | awaiting_confirmation | completed | partial | failed
+        error_code       text,
+        started_at       timestamptz NOT NULL DEFAULT now(),
+        finished_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS turns_conversation ON turns (conversation_id, started_at);
+
+    CREATE TABLE IF NOT EXISTS messages (
+        id               text PRIMARY KEY,              -- client id or the final event's message_id
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          text REFERENCES turns(id) ON DELETE SET NULL,
+        role             text NOT NULL CHECK (role IN ('user', 'assistant')),
+        content          text NOT NULL,
+        partial          boolean NOT NULL DEFAULT false,
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        pos              bigserial
+    );
+    CREATE INDEX IF NOT EXISTS messages_conversation_pos ON messages (conversation_id, pos DESC);
+
+    CREATE TABLE IF NOT EXISTS tool_calls (
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        call_id          text NOT NULL,
+        turn_id          text REFERENCES turns(id) ON DELETE SET NULL,
+        tool             text NOT NULL,
+        input            jsonb NOT NULL DEFAULT '{}',
+        output           jsonb,
+        outcome          text NOT NULL DEFAULT 'running',
+            -- running | ok | error | timeout | denied | cancelled
+        error            text,
+        attempts         integer NOT NULL DEFAULT 0,
+        started_at       timestamptz NOT NULL DEFAULT now(),
+        finished_at      timestamptz,
+        PRIMARY KEY (conversation_id, call_id)
+    );
+    CREATE INDEX IF NOT EXISTS tool_calls_turn ON tool_calls (turn_id);
+
+    CREATE TABLE IF NOT EXISTS confirmations (
+        confirm_id       text PRIMARY KEY,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          text REFERENCES turns(id) ON DELETE SET NULL,
+        call_id          text NOT NULL,
+        payload          jsonb NOT NULL,                -- the confirm_required card
+        status           text NOT NULL DEFAULT 'pending',
+            -- pending | confirmed | denied | expired
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        expires_at       timestamptz NOT NULL,
+        resolved_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS confirmations_pending
+        ON confirmations (conversation_id) WHERE status = 'pending';
+
+    CREATE TABLE IF NOT EXISTS leases (
+        conversation_id  text PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        session_id       text NOT NULL,
+        until            timestamptz NOT NULL
+    );
+    """,
+]

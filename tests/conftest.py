@@ -1,0 +1,98 @@
+"""Fixtures: a real PostgreSQL for every test, a fresh database per test, a data folder
+with keys, and the dev issuer.
+
+`TEST_DATABASE_URL` selects a running server (CI: 127.0.0.1:5432); unset, one embedded
+server is started for the whole session. Each test gets its own database cloned from a
+migrated template, so no state leaks between tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agentchat.db import embedded_url, migrate_url
+from agentchat.identity import DevUserIssuer
+from agentchat.keys import KeyRing, ensure_ring
+from agentchat.settings import SharedSettings
+from support import create_database, drop_database
+
+TEMPLATE = "agentchat_template"
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """URL of a database on the server that the tests may use to create others."""
+    url = os.environ.get("TEST_DATABASE_URL")
+    if url:
+        return url
+    return embedded_url(tmp_path_factory.mktemp("embedded-pg"))
+
+
+@pytest.fixture(scope="session")
+def migrated_template(pg_server: str) -> str:
+    """A migrated database that every test database is cloned from."""
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    from support import with_database
+
+    asyncio.run(migrate_url(with_database(pg_server, TEMPLATE)))
+    return TEMPLATE
+
+
+@pytest.fixture
+def database_url(pg_server: str, migrated_template: str) -> Iterator[str]:
+    """A fresh, migrated database of its own for one test."""
+    url = create_database(pg_server, template=migrated_template)
+    yield url
+    drop_database(pg_server, url)
+
+
+@pytest.fixture
+def empty_database_url(pg_server: str) -> Iterator[str]:
+    """A fresh database with no tables at all."""
+    url = create_database(pg_server)
+    yield url
+    drop_database(pg_server, url)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def settings(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> SharedSettings:
+    """Shared settings pointing at this test's data folder, with keys generated."""
+    monkeypatch.setenv("AGENTCHAT_DATA_DIR", str(data_dir))
+    s = SharedSettings()
+    ensure_ring(s.keys_dir, s.jwks_path)
+    return s
+
+
+@pytest.fixture
+def ring(settings: SharedSettings) -> KeyRing:
+    return ensure_ring(settings.keys_dir, settings.jwks_path)
+
+
+@pytest.fixture
+def issuer(settings: SharedSettings) -> DevUserIssuer:
+    return DevUserIssuer(settings)
+
+
+@pytest.fixture
+def service_env(settings: SharedSettings, database_url: str) -> dict[str, str]:
+    """Environment for a component started as a real process in this test."""
+    return {
+        "AGENTCHAT_DATA_DIR": str(settings.data_dir),
+        "DATABASE_URL": database_url,
+        "AGENTCHAT_MODE": "dev",
+    }
