@@ -1,0 +1,210 @@
+"""Reading a policy folder: the Casbin model, the policy lines and the shipped policy tests.
+
+A folder holds `model.conf`, `policy.csv` and `tests/*.yaml` (a ConfigMap in a cluster, so the
+files are symlinks into a `..data` folder that kubelet swaps atomically). Lines are parsed with
+pycasbin's own parser, so the snapshot and the `enforce()` reference read the same rules.
+
+The snapshot implements exactly one model (`SUPPORTED_MODEL`); any other matcher or effect is
+refused at load, because the compiled snapshot would silently disagree with Casbin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from casbin.model import Model
+from casbin.persist.adapter import load_policy_line
+
+from agentchat.catalog import Catalog
+
+MODEL_FILE = "model.conf"
+POLICY_FILE = "policy.csv"
+TESTS_DIR = "tests"
+# The groups every catalog tool belongs to, by its risk (g2 lines injected from the catalog).
+RISK_GROUPS = ("read", "write", "destructive")
+# The object a migration's source environment is checked against: read access there.
+SOURCE_OBJECT = "read"
+# pycasbin's role manager follows at most 10 levels from the request subject; the reference
+# spends one on user -> role, so deeper hierarchies would make the two disagree.
+MAX_HIERARCHY_DEPTH = 8
+
+SUPPORTED_MODEL = """
+[request_definition]
+r = sub, dom, obj
+
+[policy_definition]
+p = sub, dom, obj, eft
+
+[role_definition]
+g = _, _
+g2 = _, _
+
+[policy_effect]
+e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
+
+[matchers]
+m = g(r.sub, p.sub) && (p.dom == "*" || r.dom == p.dom) && \
+(p.obj == "*" || r.obj == p.obj || g2(r.obj, p.obj))
+"""
+
+
+class PolicyError(Exception):
+    """A policy folder cannot become a snapshot; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One `p` line: who (role), where (environment or *), what (tool, group or *), effect."""
+
+    line_no: int
+    sub: str
+    dom: str
+    obj: str
+    eft: str
+
+    def text(self) -> str:
+        return f"p, {self.sub}, {self.dom}, {self.obj}, {self.eft}"
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """A policy folder as read from disk, before compiling."""
+
+    folder: Path
+    model_text: str
+    rules: tuple[Rule, ...]
+    roles: tuple[tuple[str, str], ...]  # g: (role, inherited role)
+    groups: tuple[tuple[str, str], ...]  # g2 from the file: (tool or group, group)
+    tests: tuple[tuple[str, str], ...]  # (file name, YAML text)
+    revision: str
+
+
+def _model_sections(text: str) -> dict[str, str]:
+    model = Model()
+    model.load_model_from_text(text)
+    return {f"{sec}.{key}": model.model[sec][key].value
+            for sec in ("r", "p", "g", "e", "m") if sec in model.model
+            for key in model.model[sec]}
+
+
+_SUPPORTED = _model_sections(SUPPORTED_MODEL)
+
+
+def check_model(text: str, where: str = MODEL_FILE) -> None:
+    try:
+        sections = _model_sections(text)
+    except Exception as e:  # pycasbin raises bare errors on broken configs
+        raise PolicyError(f"{where}: not a Casbin model: {e}") from None
+    if sections != _SUPPORTED:
+        diff = sorted(k for k in set(sections) | set(_SUPPORTED)
+                      if sections.get(k) != _SUPPORTED.get(k))
+        raise PolicyError(f"{where}: unsupported model (differs in {', '.join(diff)}); "
+                          "the sidecar compiles only the shipped model")
+
+
+def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
+        tuple[Rule, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    model = Model()
+    model.load_model_from_text(SUPPORTED_MODEL)
+    rules: list[Rule] = []
+    roles: list[tuple[str, str]] = []
+    groups: list[tuple[str, str]] = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        before = {k: len(model.model[s][k].policy) for s in ("p", "g") for k in model.model[s]}
+        load_policy_line(line, model)
+        added = [(s, k) for s in ("p", "g") for k in model.model[s]
+                 if len(model.model[s][k].policy) != before[k]]
+        if not added:
+            raise PolicyError(f"{where}:{no}: not a policy line (p, g or g2): {line!r}")
+        sec, key = added[0]
+        fields = model.model[sec][key].policy[-1]
+        if any(not f for f in fields):
+            raise PolicyError(f"{where}:{no}: empty field in {line!r}")
+        if key == "p":
+            if len(fields) != 4:
+                raise PolicyError(f"{where}:{no}: p needs 4 fields (role, env, tool, effect)")
+            if fields[3] not in ("allow", "deny"):
+                raise PolicyError(f"{where}:{no}: effect must be allow or deny, not {fields[3]!r}")
+            rules.append(Rule(no, *fields))
+        else:
+            if len(fields) != 2:
+                raise PolicyError(f"{where}:{no}: {key} needs 2 fields")
+            (roles if key == "g" else groups).append((fields[0], fields[1]))
+    return tuple(rules), tuple(roles), tuple(groups)
+
+
+def read_folder(folder: Path | str) -> PolicySource:
+    """Read a policy folder; the revision is a digest of every file it holds."""
+    folder = Path(folder)
+    try:
+        model_text = (folder / MODEL_FILE).read_text(encoding="utf-8")
+        policy_text = (folder / POLICY_FILE).read_text(encoding="utf-8")
+        test_dir = folder / TESTS_DIR
+        tests = tuple((p.name, p.read_text(encoding="utf-8"))
+                      for p in sorted(test_dir.glob("*.yaml"))) if test_dir.is_dir() else ()
+    except OSError as e:
+        raise PolicyError(f"{folder}: cannot read the policy: {e.strerror}: "
+                          f"{e.filename}") from None
+    except UnicodeDecodeError as e:
+        raise PolicyError(f"{folder}: not UTF-8 text: {e.reason}") from None
+    check_model(model_text, str(folder / MODEL_FILE))
+    rules, roles, groups = parse_lines(policy_text, str(folder / POLICY_FILE))
+    digest = hashlib.sha256()
+    for name, text in (("model", model_text), ("policy", policy_text), *tests):
+        digest.update(f"{name}\0{len(text)}\0{text}".encode())
+    return PolicySource(folder, model_text, rules, roles, groups, tests, digest.hexdigest()[:16])
+
+
+def catalog_groups(catalog: Catalog) -> tuple[tuple[str, str], ...]:
+    """g2 lines from the catalog: each tool is in its risk group; no risk counts as destructive."""
+    return tuple((t.name, getattr(t, "risk", None) or "destructive") for t in catalog.tools)
+
+
+def validate(source: PolicySource, catalog: Catalog) -> None:
+    """Refuse names the catalog does not know and hierarchies Casbin would not follow."""
+    where = source.folder / POLICY_FILE
+    tools = set(catalog.names)
+    clash = tools & set(RISK_GROUPS)
+    if clash:
+        raise PolicyError(f"catalog: tool names clash with risk groups: {sorted(clash)}")
+    groups = set(RISK_GROUPS) | {g for _, g in source.groups}
+    envs = set(catalog.environments)
+    for r in source.rules:
+        if r.dom != "*" and r.dom not in envs:
+            raise PolicyError(f"{where}:{r.line_no}: unknown environment {r.dom!r} "
+                              f"(catalog: {', '.join(sorted(envs))})")
+        if r.obj != "*" and r.obj not in tools and r.obj not in groups:
+            raise PolicyError(f"{where}:{r.line_no}: unknown tool or group {r.obj!r}")
+    for member, _ in source.groups:
+        if member not in tools and member not in groups:
+            raise PolicyError(f"{where}: g2 names unknown tool or group {member!r}")
+    _check_depth(source.roles, "g", where)
+    _check_depth((*catalog_groups(catalog), *source.groups), "g2", where)
+
+
+def _check_depth(edges: tuple[tuple[str, str], ...], kind: str, where: Path) -> None:
+    parents: dict[str, set[str]] = {}
+    for child, parent in edges:
+        if child != parent:
+            parents.setdefault(child, set()).add(parent)
+
+    known: dict[str, int] = {}
+
+    def depth(node: str, path: tuple[str, ...]) -> int:
+        if node in path:
+            raise PolicyError(f"{where}: {kind} cycle: {' -> '.join((*path, node))}")
+        if node not in known:
+            known[node] = max((1 + depth(p, (*path, node)) for p in parents.get(node, ())),
+                              default=0)
+        return known[node]
+
+    for node in parents:
+        d = depth(node, ())
+        if d > MAX_HIERARCHY_DEPTH:
+            raise PolicyError(f"{where}: {kind} hierarchy under {node!r} is {d} levels deep "
+                              f"(at most {MAX_HIERARCHY_DEPTH})")
