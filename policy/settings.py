@@ -1,0 +1,31 @@
+"""Settings of the policy sidecar (environment variables, prefix AGENTCHAT_)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from agentchat.settings import PACKAGE_DATA, SharedSettings
+
+
+class PolicySettings(SharedSettings):
+    """The shared settings plus the sidecar's own; the README lists every variable."""
+
+    # model.conf, policy.csv and tests/*.yaml (a ConfigMap mounted at /etc/agentchat/policy).
+    policy_dir: Path = PACKAGE_DATA / "policy"
+    # Loopback only: the agent in the same pod is the sidecar's one client.
+    policy_host: str = "127.0.0.1"
+    policy_port: int = 8181
+    # Decision log: one JSON line per decision on stdout, and appended to this file when set.
+    policy_decision_log_path: Path | None = None
+    policy_decision_log_stdout: bool = True
+    # Verified tokens are cached by sha256(token) until min(exp, this many seconds).
+    policy_token_cache_s: float = Field(default=60.0, ge=0, le=600)
+    policy_token_cache_size: int = Field(default=10_000, ge=0)
+    # Changes are grouped for this long before a reload (kubelet swaps several files at once).
+    policy_reload_debounce_ms: int = Field(default=200, ge=1)
+    # Besides file events, the folder is re-checked this often (a missed event costs this much).
+    policy_reload_poll_s: float = Field(default=10.0, gt=0)
+    policy_max_body_bytes: int = 64 * 1024
+    policy_max_batch: int = Field(default=100, ge=1)
