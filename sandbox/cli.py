@@ -7,7 +7,6 @@ import argparse
 
 def _cmd_sandbox(args: argparse.Namespace) -> int:
     import uvicorn
-
     from agentchat.sandbox.app import create_app
     from agentchat.sandbox.settings import SandboxSettings
 

@@ -1,0 +1,174 @@
+"""The sandbox ss-tools API: an honest stand-in for the ss-tools backend, for the demo and the
+tests, never for production.
+
+`create_app(settings)` reads the catalog once at start and mounts one endpoint per tool (its
+method and path), plus the service-token endpoint, the audit, health probes and, in sandbox
+mode only, fault injection and reset.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from agentchat.sandbox.access import Gatekeeper
+from agentchat.sandbox.audit import AuditLog
+from agentchat.sandbox.faults import Fault, FaultBoard
+from agentchat.sandbox.gateway import Gateway
+from agentchat.sandbox.idempotency import IdempotencyStore
+from agentchat.sandbox.ops_dashboards import OPERATIONS as DASHBOARD_OPERATIONS
+from agentchat.sandbox.ops_platform import OPERATIONS as PLATFORM_OPERATIONS
+from agentchat.sandbox.settings import SandboxSettings
+from agentchat.sandbox.world import World
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, SecretStr
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from agentchat.catalog import load_catalog
+from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.identity import service_verifier, user_verifier
+from agentchat.keys import ensure_ring, load_ring, sign_service_token
+
+log = logging.getLogger("agentchat.sandbox")
+OPERATIONS = {**DASHBOARD_OPERATIONS, **PLATFORM_OPERATIONS}
+_CODE_BY_STATUS = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN,
+                   404: ErrorCode.NOT_FOUND, 503: ErrorCode.STORAGE_UNAVAILABLE}
+
+
+class ServiceTokenRequest(BaseModel):
+    client_id: str
+    client_secret: SecretStr
+
+
+@dataclass
+class Sandbox:
+    """The process-local state behind one app."""
+
+    world: World
+    audit: AuditLog
+    idempotency: IdempotencyStore
+    faults: FaultBoard | None
+
+    def reset(self) -> None:
+        self.world.reset()
+        self.audit.clear()
+        self.idempotency.clear()
+        if self.faults is not None:
+            self.faults.clear()
+
+
+def _err(status: int, code: ErrorCode, detail: str) -> JSONResponse:
+    return JSONResponse({"code": str(code), "detail": detail}, status_code=status)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AgentChatError)
+    async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
+        return _err(exc.http_status, exc.code, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # Field names and messages only: FastAPI's default would echo the input (a secret).
+        detail = "; ".join(".".join(str(p) for p in e["loc"]) + ": " + e["msg"]
+                           for e in exc.errors())
+        return _err(422, ErrorCode.INVALID_REQUEST, detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _CODE_BY_STATUS.get(exc.status_code, ErrorCode.INVALID_REQUEST)
+        return _err(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled %s", type(exc).__name__)
+        return _err(500, ErrorCode.INTERNAL, "internal error")
+
+
+def create_app(settings: SandboxSettings | None = None) -> FastAPI:
+    settings = settings or SandboxSettings()
+    catalog = load_catalog(settings.catalog_path)  # a broken catalog stops the start here
+    if settings.is_dev:
+        ensure_ring(settings.keys_dir, settings.jwks_path)
+    gatekeeper = Gatekeeper(service_verifier(settings), user_verifier(settings))
+    sandbox = Sandbox(World(settings.task_step_s), AuditLog(), IdempotencyStore(),
+                      FaultBoard() if settings.faults_enabled else None)
+    gateway = Gateway(catalog=catalog, world=sandbox.world, gatekeeper=gatekeeper,
+                      audit=sandbox.audit, idempotency=sandbox.idempotency,
+                      faults=sandbox.faults, operations=OPERATIONS)
+
+    app = FastAPI(title="ss-tools sandbox API", version="1", docs_url="/api/docs",
+                  openapi_url="/api/openapi.json")
+    app.state.sandbox = sandbox
+    _install_error_handlers(app)
+
+    @app.get("/livez", include_in_schema=False)
+    async def livez() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        ready = gatekeeper.ready()
+        return JSONResponse({"ready": ready, "tools": len(catalog.tools),
+                             "keys": "loaded" if ready else "a JWKS file has no keys"},
+                            status_code=200 if ready else 503)
+
+    @app.post("/api/auth/service-token", tags=["auth"])
+    async def service_token(body: ServiceTokenRequest) -> dict[str, Any]:
+        secret = settings.client_secret.get_secret_value() if settings.client_secret else ""
+        # Both compared in constant time, and both always compared.
+        ok_id = hmac.compare_digest(body.client_id.encode(), settings.client_id.encode())
+        ok_secret = hmac.compare_digest(body.client_secret.get_secret_value().encode(),
+                                        secret.encode())
+        if not (ok_id and ok_secret and secret):
+            return _err(401, ErrorCode.UNAUTHORIZED, "unknown client or wrong client secret")
+        try:
+            ring = load_ring(settings.keys_dir)  # re-read: the operator rotates the Secret
+        except (OSError, ValueError, KeyError):
+            return _err(503, ErrorCode.INTERNAL, "no signing keys available")
+        token = sign_service_token(ring, issuer=settings.service_issuer,
+                                   audience=settings.service_audience, subject=body.client_id,
+                                   lifetime_s=settings.service_token_lifetime_s)
+        return {"access_token": token, "token_type": "Bearer",
+                "expires_in": settings.service_token_lifetime_s}
+
+    @app.get("/api/audit", tags=["audit"])
+    async def read_audit(request: Request, operation: str | None = None,
+                         user_actor: str | None = None, outcome: str | None = None,
+                         idempotency_key: str | None = None) -> dict[str, Any]:
+        gatekeeper.authenticate(request)
+        return {"items": sandbox.audit.query(operation=operation, user_actor=user_actor,
+                                             outcome=outcome, idempotency_key=idempotency_key)}
+
+    if sandbox.faults is not None:
+        _sandbox_routes(app, sandbox, {t.name for t in catalog.tools})
+
+    for tool in catalog.tools:
+        app.add_api_route(tool.path, gateway.endpoint(tool), methods=[tool.method],
+                          name=tool.name, summary=tool.description.en, tags=["tools"])
+    return app
+
+
+def _sandbox_routes(app: FastAPI, sandbox: Sandbox, names: set[str]) -> None:
+    """Fault injection and reset: dev only, no auth (they exist for tests and the demo)."""
+    faults = sandbox.faults
+    assert faults is not None
+
+    @app.post("/api/sandbox/faults", tags=["sandbox"])
+    async def add_fault(fault: Fault) -> JSONResponse:
+        if fault.operation not in names:
+            return _err(422, ErrorCode.INVALID_REQUEST, f"unknown operation {fault.operation}")
+        faults.add(fault)
+        return JSONResponse({"items": faults.pending()}, status_code=201)
+
+    @app.get("/api/sandbox/faults", tags=["sandbox"])
+    async def list_faults() -> dict[str, Any]:
+        return {"items": faults.pending()}
+
+    @app.post("/api/sandbox/reset", tags=["sandbox"])
+    async def reset() -> dict[str, Any]:
+        sandbox.reset()
+        return {"reset": True}

@@ -1,0 +1,41 @@
+"""The audit log: one record per request that got past authentication (PROTOCOL §7).
+
+`{ts, service_actor, user_actor, operation, env, args, outcome, idempotency_key}`, oldest
+first; outcome is "ok", "error", "forbidden", "replayed" or "not_found". Tests and the agent's
+tests count executions here, so an executed call is exactly one "ok" record.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+OUTCOMES = ("ok", "error", "forbidden", "replayed", "not_found")
+
+
+class AuditLog:
+    def __init__(self) -> None:
+        self._items: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def record(self, *, service_actor: str, user_actor: str, operation: str, env: str | None,
+               args: dict[str, Any], outcome: str, idempotency_key: str | None) -> None:
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown audit outcome {outcome!r}")
+        item = {
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "service_actor": service_actor, "user_actor": user_actor, "operation": operation,
+            "env": env, "args": args, "outcome": outcome, "idempotency_key": idempotency_key,
+        }
+        with self._lock:
+            self._items.append(item)
+
+    def query(self, **filters: str | None) -> list[dict[str, Any]]:
+        wanted = {k: v for k, v in filters.items() if v is not None}
+        with self._lock:
+            return [dict(i) for i in self._items if all(i.get(k) == v for k, v in wanted.items())]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()

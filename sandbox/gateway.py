@@ -1,0 +1,153 @@
+"""One endpoint per catalog tool, all through the same pipeline:
+
+authenticate both tokens (401, nothing audited) → read and validate the arguments (422) →
+known environments (404) → RBAC (403) → injected fault, sandbox mode only (502, delay or
+garbage) → `Idempotency-Key` replay for write and destructive tools → execute → audit.
+Every step after authentication writes exactly one audit record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentchat.sandbox.access import Caller, Gatekeeper, refusal
+from agentchat.sandbox.arguments import ArgumentReader, ArgumentsError
+from agentchat.sandbox.audit import AuditLog
+from agentchat.sandbox.context import OpContext, OpError, Reply
+from agentchat.sandbox.data import ENV_IDS
+from agentchat.sandbox.faults import FaultBoard
+from agentchat.sandbox.idempotency import (
+    MAX_KEY_LENGTH,
+    IdempotencyStore,
+    StoredResponse,
+    fingerprint,
+)
+from agentchat.sandbox.world import World
+from fastapi import Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from agentchat.catalog import Catalog, Tool
+from agentchat.errors import ErrorCode
+
+log = logging.getLogger("agentchat.sandbox")
+
+Operation = Callable[[OpContext, dict[str, Any]], Reply]
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _error(status: int, code: ErrorCode, detail: str) -> JSONResponse:
+    return JSONResponse({"code": str(code), "detail": detail}, status_code=status)
+
+
+class Gateway:
+    """Builds the endpoint of each catalog tool over the shared state of one sandbox."""
+
+    def __init__(self, *, catalog: Catalog, world: World, gatekeeper: Gatekeeper,
+                 audit: AuditLog, idempotency: IdempotencyStore, faults: FaultBoard | None,
+                 operations: dict[str, Operation]) -> None:
+        self.catalog = catalog
+        self.world = world
+        self.gatekeeper = gatekeeper
+        self.audit = audit
+        self.idempotency = idempotency
+        self.faults = faults
+        self.operations = operations
+
+    def endpoint(self, tool: Tool) -> Endpoint:
+        reader = ArgumentReader(tool)
+
+        async def call_tool(request: Request) -> Response:
+            caller = self.gatekeeper.authenticate(request)  # TokenError → 401, no audit
+            key = request.headers.get("idempotency-key") or None
+            audit = _Auditor(self.audit, caller, tool, key)
+            try:
+                args = await reader.read(request)
+            except ArgumentsError as e:
+                audit(e.raw, None, "error")
+                return _error(422, ErrorCode.INVALID_REQUEST, e.detail)
+            target, source = tool.environments_of(args)
+            for env in (target, source):
+                if env is not None and env not in ENV_IDS:
+                    audit(args, target, "not_found")
+                    return _error(404, ErrorCode.NOT_FOUND, f"environment {env} not found")
+            reason = refusal(caller.user, tool.risk, target, source)
+            if reason is not None:
+                audit(args, target, "forbidden")
+                return _error(403, ErrorCode.FORBIDDEN, reason)
+            faulted = await self._fault(tool)
+            if faulted is not None:
+                audit(args, target, "error")
+                return faulted
+            if tool.risk == "read" or key is None:
+                return self._execute(tool, args, caller, audit, target, key=None)
+            if len(key) > MAX_KEY_LENGTH:
+                audit(args, target, "error")
+                return _error(422, ErrorCode.INVALID_REQUEST, "Idempotency-Key is too long")
+            # One key at a time: a concurrent twin waits here, then finds the stored response.
+            async with self.idempotency.lock(key):
+                fp = fingerprint(tool.name, args, caller.user.sub)
+                stored = self.idempotency.get(key)
+                if stored is not None:
+                    if stored.fingerprint != fp:
+                        audit(args, target, "error")
+                        return _error(422, ErrorCode.INVALID_REQUEST,
+                                      "Idempotency-Key was already used for another request")
+                    audit(args, target, "replayed")
+                    return JSONResponse(stored.body, status_code=stored.status,
+                                        headers={"Idempotent-Replayed": "true"})
+                return self._execute(tool, args, caller, audit, target, key=key, fp=fp)
+
+        call_tool.__name__ = tool.name
+        return call_tool
+
+    async def _fault(self, tool: Tool) -> Response | None:
+        fault = self.faults.take(tool.name) if self.faults is not None else None
+        if fault is None:
+            return None
+        if fault.delay_s:
+            await asyncio.sleep(fault.delay_s)
+        if fault.garbage:
+            return PlainTextResponse("<html><body>upstream sent garbage</body></html>",
+                                     media_type="text/html")
+        if fault.status is not None:
+            return _error(fault.status, ErrorCode.INTERNAL,
+                          f"injected fault: {tool.name} failed with {fault.status}")
+        return None  # a delay alone: the call goes on
+
+    def _execute(self, tool: Tool, args: dict[str, Any], caller: Caller, audit: _Auditor,
+                 target: str | None, *, key: str | None, fp: str = "") -> Response:
+        self.world.advance()
+        ctx = OpContext(world=self.world, catalog=self.catalog, user=caller.user)
+        operation = self.operations.get(tool.name)
+        if operation is None:
+            audit(args, target, "error")
+            return _error(501, ErrorCode.INTERNAL, f"the sandbox does not implement {tool.name}")
+        try:
+            reply = operation(ctx, args)
+            status, body, outcome = reply.status, reply.body, "ok"
+        except OpError as e:
+            status, body, outcome = e.status, e.body(), e.outcome
+        except Exception:
+            # Not stored under the key: the call may be retried. No token is in this log line.
+            log.exception("operation %s failed", tool.name)
+            audit(args, target, "error")
+            return _error(500, ErrorCode.INTERNAL, f"{tool.name} failed inside the sandbox")
+        if key is not None:
+            self.idempotency.put(key, StoredResponse(fp, status, body))
+        audit(args, target, outcome)
+        return JSONResponse(body, status_code=status)
+
+
+class _Auditor:
+    """Writes the one audit record of a request, with its caller and key filled in."""
+
+    def __init__(self, log_: AuditLog, caller: Caller, tool: Tool, key: str | None) -> None:
+        self.log, self.caller, self.tool, self.key = log_, caller, tool, key
+
+    def __call__(self, args: dict[str, Any], env: str | None, outcome: str) -> None:
+        self.log.record(service_actor=self.caller.service.sub, user_actor=self.caller.user.sub,
+                        operation=self.tool.name, env=env, args=args, outcome=outcome,
+                        idempotency_key=self.key)
