@@ -1,0 +1,260 @@
+{{/*
+agentchat.name: the chart name, or nameOverride.
+*/}}
+{{- define "agentchat.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+agentchat.fullname: the installation's name. It is also the AgentChat resource's name, so the
+operator's objects (NAME-jwks, NAME-service-token, NAME-signing-keys) derive from it.
+Truncated to 40 so that the longest derived name (NAME-signing-keys, NAME-postgresql-headless)
+still fits in 63 characters.
+*/}}
+{{- define "agentchat.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.chart: chart name and version for the helm.sh/chart label.
+*/}}
+{{- define "agentchat.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+agentchat.selectorLabels: the minimal, immutable selector of one component. Call with
+(dict "ctx" $ "component" "agent"). Never merged with user labels: a Deployment's selector
+cannot change after install.
+*/}}
+{{- define "agentchat.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "agentchat.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+agentchat.labels: every object's labels (selector labels plus version, manager and the
+user's commonLabels). Call with (dict "ctx" $ "component" "agent").
+*/}}
+{{- define "agentchat.labels" -}}
+{{ include "agentchat.selectorLabels" . }}
+helm.sh/chart: {{ include "agentchat.chart" .ctx }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: agentchat
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.image: "repository:tag" of one image values block; the tag defaults to appVersion.
+A tag may carry a digest ("v1@sha256:…"), as skaffold's setValueTemplates write it.
+Call with (dict "ctx" $ "image" .Values.agent.image).
+*/}}
+{{- define "agentchat.image" -}}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion (toString .image.tag)) }}
+{{- end }}
+
+{{/*
+agentchat.containerSecurityContext: the hardened context every container runs with
+(non-root, read-only root filesystem, no privilege escalation, no capabilities).
+*/}}
+{{- define "agentchat.containerSecurityContext" -}}
+runAsNonRoot: true
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+privileged: false
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+agentchat.secretName: the Secret the chart itself writes (DSN, LLM key, dev database password),
+only rendered when a value is given inline.
+*/}}
+{{- define "agentchat.secretName" -}}
+{{- printf "%s-secrets" (include "agentchat.fullname" .) }}
+{{- end }}
+
+{{/*
+agentchat.databaseSecret: "name key" of the Secret holding DATABASE_URL, or "" when there is none
+(the embedded database is refused in production, see validate.tpl).
+*/}}
+{{- define "agentchat.databaseSecret" -}}
+{{- if .Values.database.existingSecret }}
+{{- printf "%s %s" .Values.database.existingSecret .Values.database.existingSecretKey }}
+{{- else if or .Values.database.url .Values.postgresql.enabled }}
+{{- printf "%s database-url" (include "agentchat.secretName" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.databaseUrl: the DSN the chart stores in its own Secret: the value given, else the
+dev PostgreSQL StatefulSet's.
+*/}}
+{{- define "agentchat.databaseUrl" -}}
+{{- if .Values.database.url }}
+{{- .Values.database.url }}
+{{- else if .Values.postgresql.enabled }}
+{{- $pg := .Values.postgresql }}
+{{- printf "postgresql://%s:%s@%s-postgresql:5432/%s" $pg.username $pg.password (include "agentchat.fullname" .) $pg.database }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.llmSecret: "name key" of the Secret holding the LLM API key, or "".
+*/}}
+{{- define "agentchat.llmSecret" -}}
+{{- if .Values.llm.existingSecret }}
+{{- printf "%s %s" .Values.llm.existingSecret .Values.llm.existingSecretKey }}
+{{- else if .Values.llm.apiKey }}
+{{- printf "%s llm-api-key" (include "agentchat.secretName" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.chartSecretData: the data of the chart's own Secret, as a dict (empty: no Secret).
+*/}}
+{{- define "agentchat.chartSecretData" -}}
+{{- $data := dict }}
+{{- if and (not .Values.database.existingSecret) (include "agentchat.databaseUrl" .) }}
+{{- $_ := set $data "database-url" (include "agentchat.databaseUrl" .) }}
+{{- end }}
+{{- if and (not .Values.llm.existingSecret) .Values.llm.apiKey }}
+{{- $_ := set $data "llm-api-key" .Values.llm.apiKey }}
+{{- end }}
+{{- if .Values.postgresql.enabled }}
+{{- $_ := set $data "postgres-password" .Values.postgresql.password }}
+{{- end }}
+{{- toYaml $data }}
+{{- end }}
+
+{{/*
+agentchat.jwksSecret: the Secret with the service-token JWKS (key jwks.json), by default the
+operator's NAME-jwks.
+*/}}
+{{- define "agentchat.jwksSecret" -}}
+{{- default (printf "%s-jwks" (include "agentchat.fullname" .)) .Values.jwks.existingSecret }}
+{{- end }}
+
+{{/*
+agentchat.serviceTokenSecret: the Secret with the service JWT (key token), by default the
+operator's NAME-service-token.
+*/}}
+{{- define "agentchat.serviceTokenSecret" -}}
+{{- default (printf "%s-service-token" (include "agentchat.fullname" .)) .Values.serviceToken.existingSecret }}
+{{- end }}
+
+{{/*
+agentchat.policyConfigMap / catalogConfigMap / userJwksConfigMap: the ConfigMaps mounted as
+folders; an existing one replaces the chart's.
+*/}}
+{{- define "agentchat.policyConfigMap" -}}
+{{- default (printf "%s-policy" (include "agentchat.fullname" .)) .Values.policy.existingConfigMap }}
+{{- end }}
+
+{{- define "agentchat.catalogConfigMap" -}}
+{{- default (printf "%s-catalog" (include "agentchat.fullname" .)) .Values.catalog.existingConfigMap }}
+{{- end }}
+
+{{- define "agentchat.userJwksConfigMap" -}}
+{{- default (printf "%s-user-jwks" (include "agentchat.fullname" .)) .Values.identity.user.jwks.existingConfigMap }}
+{{- end }}
+
+{{/*
+agentchat.hasUserJwks: "true" when a user-token key set is configured (inline or existing).
+*/}}
+{{- define "agentchat.hasUserJwks" -}}
+{{- if or .Values.identity.user.jwks.inline .Values.identity.user.jwks.existingConfigMap }}true{{- end }}
+{{- end }}
+
+{{/*
+agentchat.ssToolsUrl: the ss-tools API base URL; the sandbox Service when the dev sandbox runs.
+*/}}
+{{- define "agentchat.ssToolsUrl" -}}
+{{- if .Values.ssTools.url }}
+{{- .Values.ssTools.url }}
+{{- else if .Values.sandbox.enabled }}
+{{- printf "http://%s-sandbox:%d" (include "agentchat.fullname" .) (int .Values.sandbox.port) }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.policyFiles: the policy folder as a dict of ConfigMap key -> content. The shipped
+policy (files/policy, a copy of agentchat/data/policy) with the inline values laid over it.
+Tests (tests/NAME.yaml) become keys "tests_NAME.yaml": ConfigMap keys cannot hold "/", and the
+volume's items put them back under tests/.
+*/}}
+{{- define "agentchat.policyFiles" -}}
+{{- $files := dict }}
+{{- range $path, $_ := .Files.Glob "files/policy/**" }}
+{{- $rel := trimPrefix "files/policy/" $path }}
+{{- $_ := set $files (replace "/" "_" $rel) ($.Files.Get $path) }}
+{{- end }}
+{{- with .Values.policy.model }}
+{{- $_ := set $files "model.conf" . }}
+{{- end }}
+{{- with .Values.policy.rules }}
+{{- $_ := set $files "policy.csv" . }}
+{{- end }}
+{{- range $name, $content := .Values.policy.tests }}
+{{- $_ := set $files (printf "tests_%s" $name) $content }}
+{{- end }}
+{{- toYaml $files }}
+{{- end }}
+
+{{/*
+agentchat.policyItems: the volume items that map the policy ConfigMap's keys back to paths.
+*/}}
+{{- define "agentchat.policyItems" -}}
+{{- if .Values.policy.existingConfigMap }}
+{{- with .Values.policy.existingConfigMapItems }}
+items:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- else }}
+items:
+{{- range $key, $_ := (include "agentchat.policyFiles" . | fromYaml) }}
+  - key: {{ $key | quote }}
+    path: {{ regexReplaceAll "^tests_" $key "tests/" | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.httpProbe: an httpGet probe on the named port. Call with (dict "path" "/livez"
+"port" "http" "probe" .Values.agent.livenessProbe).
+*/}}
+{{- define "agentchat.httpProbe" -}}
+httpGet:
+  path: {{ .path }}
+  port: {{ .port }}
+{{ toYaml .probe }}
+{{- end }}
+
+{{/*
+agentchat.loopbackProbe: an exec probe for a listener on 127.0.0.1, which the kubelet cannot
+reach with httpGet (it connects to the pod IP). Python's urllib from the image itself: no curl in
+a slim image, and a non-2xx answer raises, so the probe fails.
+*/}}
+{{- define "agentchat.loopbackProbe" -}}
+exec:
+  command:
+    - python
+    - -c
+    - "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{{ .port }}{{ .path }}', timeout={{ .probe.timeoutSeconds | default 1 }})"
+{{ toYaml .probe }}
+{{- end }}
