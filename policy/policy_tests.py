@@ -45,7 +45,7 @@ class Case(BaseModel):
     name: str | None = None
     # One role set, or a list of role sets (each is checked).
     roles: list[str] | list[list[str]]
-    env: str | None | list[str | None] = None
+    env: str | list[str | None] | None = None
     tool: str | list[str]
     arguments: dict[str, Any] = Field(default_factory=dict)
     expect: Literal["allow", "allow_with_confirmation", "deny"]

@@ -1,0 +1,257 @@
+"""The policy sidecar's HTTP API (PROTOCOL §6): FastAPI on 127.0.0.1:8181.
+
+Every POST carries the service JWT (`Authorization: Bearer`) and the user JWT (`X-User-JWT`).
+Order of checks, cheapest first: token sizes (413), service token (401), a loaded policy
+(503), body size (413), body schema (400), then the user token, whose failure is an answer,
+not an error: `deny` with `user_token_invalid:<cause>`, so the agent shows UNAUTHORIZED.
+Bodies are parsed with pydantic directly rather than through FastAPI's body binding, so the
+size limit applies before parsing and schema errors are 400 with PROTOCOL §5's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentchat.errors import ErrorCode, TokenError
+from agentchat.identity import MAX_TOKEN_BYTES, Principal, service_verifier, user_verifier
+
+from .decision_log import DecisionLog
+from .engine import (
+    UNKNOWN_ENVIRONMENT,
+    USER_TOKEN_INVALID,
+    CheckRequest,
+    Decision,
+    decide,
+    denial,
+    permissions,
+)
+from .metrics import PolicyMetrics
+from .reload import PolicyStore
+from .settings import PolicySettings
+from .tokens import CachedVerifier
+
+log = logging.getLogger("agentchat.policy")
+
+
+class CheckBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str = Field(min_length=1, max_length=200)
+    environment: str | None = Field(default=None, max_length=100)
+    tool: str = Field(min_length=1, max_length=100)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    checks: list[CheckBody] = Field(min_length=1)
+
+
+class PermissionsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str | None = Field(default=None, max_length=200)
+    environment: str | None = Field(default=None, max_length=100)
+
+
+class Refused(Exception):
+    """Stops a request with an HTTP error in PROTOCOL §5's `{code, detail}` shape."""
+
+    def __init__(self, status: int, code: ErrorCode, detail: str) -> None:
+        self.status, self.code, self.detail = status, code, detail
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+class Sidecar:
+    """Everything a request needs: settings, verifiers, the snapshot store, log and metrics."""
+
+    def __init__(self, settings: PolicySettings) -> None:
+        self.settings = settings
+        self.metrics = PolicyMetrics()
+        self.store = PolicyStore(settings.policy_dir, settings.catalog_path)
+        self.store.listeners.append(self.metrics.on_reload)
+        ttl, size = settings.policy_token_cache_s, settings.policy_token_cache_size
+        self.service = CachedVerifier(service_verifier(settings), ttl_s=ttl, max_size=size)
+        self.user = CachedVerifier(user_verifier(settings), ttl_s=ttl, max_size=size)
+        self.log = DecisionLog(stdout=settings.policy_decision_log_stdout,
+                               path=settings.policy_decision_log_path)
+
+    # -- the common front of every POST ---------------------------------------------------
+
+    async def admit(self, request: Request, model: type[BaseModel]) -> tuple[
+            Principal, BaseModel, Principal | TokenError]:
+        auth = request.headers.get("authorization", "")
+        user_jwt = request.headers.get("x-user-jwt")
+        if len(auth) > MAX_TOKEN_BYTES + 7 or len(user_jwt or "") > MAX_TOKEN_BYTES:
+            raise Refused(413, ErrorCode.INVALID_REQUEST, "a token is over 8 KB")
+        scheme, _, token = auth.partition(" ")
+        try:
+            if scheme.lower() != "bearer":
+                raise TokenError("missing", "service token refused: missing Bearer token")
+            service = self.service.verify(token.strip())
+        except TokenError as e:
+            self.metrics.service_refused.labels(e.cause).inc()
+            raise Refused(401, ErrorCode.UNAUTHORIZED,
+                          f"service token refused: {e.cause}") from None
+        if self.store.snapshot is None:
+            raise Refused(503, ErrorCode.POLICY_UNAVAILABLE,
+                          f"no policy loaded: {self.store.last_error or 'loading'}")
+        body = await self._body(request)
+        try:
+            parsed = model.model_validate_json(body)
+        except ValidationError as e:
+            detail = "; ".join(f"{'.'.join(map(str, x['loc'])) or 'body'}: {x['msg']}"
+                               for x in e.errors()[:5])
+            raise Refused(400, ErrorCode.INVALID_REQUEST, detail) from None
+        user: Principal | TokenError
+        try:
+            user = self.user.verify(user_jwt)
+        except TokenError as e:
+            user = e
+        return service, parsed, user
+
+    async def _body(self, request: Request) -> bytes:
+        limit = self.settings.policy_max_body_bytes
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            raise Refused(413, ErrorCode.INVALID_REQUEST, f"body over {limit // 1024} KB")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise Refused(413, ErrorCode.INVALID_REQUEST, f"body over {limit // 1024} KB")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def check(self, service: Principal, user: Principal | TokenError, body: CheckBody,
+              started: float) -> Decision:
+        snapshot = self.store.snapshot  # read once: this request sees one whole policy
+        req = CheckRequest(body.request_id, body.environment, body.tool, body.arguments)
+        if snapshot is None:  # unreachable after admit(); kept so no path can answer allow
+            decision = denial(req, "internal_error", env=body.environment)
+        elif isinstance(user, TokenError):
+            decision = denial(req, f"{USER_TOKEN_INVALID}:{user.cause}",
+                              tool=snapshot.tools.get(body.tool), env=body.environment,
+                              revision=snapshot.revision)
+        else:
+            decision = decide(snapshot, user.roles, req)
+        elapsed = time.perf_counter() - started
+        self.metrics.decided(decision.decision, decision.reason_code, elapsed)
+        self.log.write(
+            decision, service_sub=service.sub,
+            user_sub=None if isinstance(user, TokenError) else user.sub,
+            roles=[] if isinstance(user, TokenError) else user.role_strings(),
+            env=decision.env_context or body.environment, arguments=body.arguments,
+            latency_us=int(elapsed * 1e6))
+        return decision
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        reasons = []
+        if self.store.snapshot is None:
+            reasons.append(f"no policy loaded: {self.store.last_error or 'loading'}")
+        for name, verifier in (("service", self.service), ("user", self.user)):
+            if not verifier.verifier.jwks.keys():
+                reasons.append(f"{name} token JWKS has no keys: {verifier.verifier.jwks.path}")
+        detail = {
+            "ready": not reasons, "reasons": reasons,
+            "policy_revision": self.store.revision,
+            "policy_dir": str(self.store.policy_dir),
+            "loaded_at": self.store.loaded_at,
+            "last_reload_error": self.store.last_error,
+        }
+        return not reasons, detail
+
+
+def create_app(settings: PolicySettings | None = None) -> FastAPI:
+    settings = settings or PolicySettings()
+    sidecar = Sidecar(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await sidecar.store.areload()
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(sidecar.store.watch(
+            stop, debounce_ms=settings.policy_reload_debounce_ms,
+            poll_s=settings.policy_reload_poll_s))
+        try:
+            yield
+        finally:
+            stop.set()
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(watcher, timeout=5)
+            sidecar.log.close()
+
+    app = FastAPI(title="AgentChat policy sidecar", lifespan=lifespan, docs_url=None,
+                  redoc_url=None)
+    app.state.sidecar = sidecar
+
+    @app.exception_handler(Refused)
+    async def _refused(request: Request, exc: Refused) -> Response:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        resp = _json({"code": str(exc.code), "detail": exc.detail}, exc.status)
+        if headers:
+            resp.headers.update(headers)
+        return resp
+
+    @app.get("/livez")
+    async def livez() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        ready, detail = sidecar.readiness()
+        return _json(detail, 200 if ready else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(sidecar.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.post("/v1/check")
+    async def check(request: Request) -> Response:
+        started = time.perf_counter()
+        service, body, user = await sidecar.admit(request, CheckBody)
+        assert isinstance(body, CheckBody)
+        return _json(sidecar.check(service, user, body, started).to_dict())
+
+    @app.post("/v1/checks")
+    async def checks(request: Request) -> Response:
+        started = time.perf_counter()
+        service, body, user = await sidecar.admit(request, BatchBody)
+        assert isinstance(body, BatchBody)
+        if len(body.checks) > settings.policy_max_batch:
+            raise Refused(400, ErrorCode.INVALID_REQUEST,
+                          f"at most {settings.policy_max_batch} checks per batch")
+        results = [sidecar.check(service, user, c, started).to_dict() for c in body.checks]
+        return _json({"results": results})
+
+    @app.post("/v1/permissions")
+    async def perms(request: Request) -> Response:
+        _service, body, user = await sidecar.admit(request, PermissionsBody)
+        assert isinstance(body, PermissionsBody)
+        snapshot = sidecar.store.snapshot
+        assert snapshot is not None
+        out: dict[str, Any] = {"request_id": body.request_id, "environment": body.environment,
+                               "policy_revision": snapshot.revision, "tools": []}
+        if isinstance(user, TokenError):
+            out["reason_code"] = f"{USER_TOKEN_INVALID}:{user.cause}"
+        elif body.environment is not None and body.environment not in snapshot.environments:
+            out["reason_code"] = UNKNOWN_ENVIRONMENT
+        else:
+            out["reason_code"] = "allowed"
+            out["user"] = {"sub": user.sub, "roles": user.role_strings()}
+            out["tools"] = permissions(snapshot, user.roles, body.environment)
+        return _json(out)
+
+    return app

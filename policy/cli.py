@@ -1,0 +1,135 @@
+"""`agentchat policy serve | test | explain`: the sidecar and the platform team's tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from .settings import PolicySettings
+
+    overrides: dict[str, Any] = {}
+    if getattr(args, "policy_dir", None):
+        overrides["policy_dir"] = Path(args.policy_dir)
+    if getattr(args, "catalog", None):
+        overrides["catalog_path"] = Path(args.catalog)
+    return PolicySettings(**overrides)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    settings = _settings(args)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(create_app(settings), host=args.host or settings.policy_host,
+                port=args.port or settings.policy_port, access_log=False,
+                log_level="warning", lifespan="on")
+    return 0
+
+
+def _cmd_test(args: argparse.Namespace) -> int:
+    from .reload import ReloadError, build_snapshot
+
+    settings = _settings(args)
+    folder = Path(args.dir) if args.dir else settings.policy_dir
+    try:
+        snapshot, report = build_snapshot(folder, settings.catalog_path)
+    except ReloadError as e:
+        print(f"policy {folder} does not load:\n{e}", file=sys.stderr)
+        return 2
+    if not snapshot.source.tests:
+        print(f"warning: {folder} ships no tests/*.yaml", file=sys.stderr)
+    print(f"policy {folder} (revision {snapshot.revision}, {len(snapshot.source.rules)} rules)")
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from agentchat.errors import TokenError
+    from agentchat.identity import parse_roles, user_verifier
+
+    from .engine import CheckRequest, decide
+    from .reload import ReloadError, build_snapshot
+    from .rules import SOURCE_OBJECT
+    from .snapshot import ANY_DOMAIN
+
+    settings = _settings(args)
+    try:
+        if args.token:
+            principal = user_verifier(settings).verify(args.token)
+            roles, who = principal.roles, principal.sub
+        else:
+            roles, who = parse_roles([r for r in (args.roles or "").split(",") if r]), "-"
+        snapshot, _ = build_snapshot(settings.policy_dir, settings.catalog_path)
+    except (TokenError, ReloadError) as e:
+        print(str(e.detail if isinstance(e, TokenError) else e), file=sys.stderr)
+        return 2
+    arguments: dict[str, Any] = {}
+    for item in args.arg or []:
+        key, _, value = item.partition("=")
+        try:
+            arguments[key] = json.loads(value)
+        except ValueError:
+            arguments[key] = value
+    tool = snapshot.tools.get(args.tool)
+    if tool is not None and tool.environment is not None and args.env:
+        arguments.setdefault(tool.environment.argument, args.env)
+    decision = decide(snapshot, roles, CheckRequest("explain", args.env, args.tool, arguments))
+    domain = decision.env_context or ANY_DOMAIN
+    role_text = ",".join(r if e is None else f"{r}@{e}" for r, e in roles) or "(none)"
+    print(f"user {who}, roles {role_text}; env {args.env or '(none)'}, tool {args.tool}")
+    print(f"policy revision {snapshot.revision} from {settings.policy_dir}")
+    print(f"decision:      {decision.decision} ({decision.reason_code})")
+    print(f"risk:          {decision.risk} / {decision.risk_level}"
+          f"{', dangerous' if decision.dangerous else ''}"
+          f"{', needs a card' if decision.confirmation_required else ''}")
+    print(f"required role: {decision.required_role or '-'}")
+    alts = ", ".join(a["action"] for a in decision.alternatives or []) or "-"
+    print(f"alternatives:  {alts}")
+    checks = [(domain, args.tool)]
+    if tool is not None and tool.environment and tool.environment.source_argument:
+        source = arguments.get(tool.environment.source_argument)
+        checks.append((source if isinstance(source, str) else ANY_DOMAIN, SOURCE_OBJECT))
+    for dom, obj in checks:
+        rules = snapshot.matching_rules(roles, dom, obj)
+        print(f"matched rules for {obj} in {dom}:")
+        for rule in rules or []:
+            print(f"  policy.csv:{rule.line_no}: {rule.text()}")
+        if not rules:
+            print("  (none: no line grants any of these roles this in this environment)")
+    return 0 if decision.allow else 1
+
+
+def register(subparsers: Any) -> None:
+    policy = subparsers.add_parser("policy", help="the policy sidecar and its tools")
+    sub = policy.add_subparsers(dest="policy_command", required=True)
+
+    serve = sub.add_parser("serve", help="run the sidecar (127.0.0.1:8181)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--policy-dir", help="overrides AGENTCHAT_POLICY_DIR")
+    serve.set_defaults(func=_cmd_serve)
+
+    test = sub.add_parser("test", help="run a policy folder's tests/*.yaml (exit 1 on failure)")
+    test.add_argument("dir", nargs="?", help="policy folder (default: AGENTCHAT_POLICY_DIR)")
+    test.add_argument("--catalog", help="overrides AGENTCHAT_CATALOG_PATH")
+    test.set_defaults(func=_cmd_test)
+
+    explain = sub.add_parser("explain", help="why a user may or may not run a tool")
+    who = explain.add_mutually_exclusive_group(required=True)
+    who.add_argument("--roles", help="comma-separated roles as in the JWT (role or role@env)")
+    who.add_argument("--token", help="a user JWT (verified) whose roles to use")
+    explain.add_argument("--env", help="the target environment (omit for an env-less call)")
+    explain.add_argument("--tool", required=True)
+    explain.add_argument("--arg", action="append", help="key=value (JSON values allowed)")
+    explain.add_argument("--policy-dir", help="overrides AGENTCHAT_POLICY_DIR")
+    explain.add_argument("--catalog", help="overrides AGENTCHAT_CATALOG_PATH")
+    explain.set_defaults(func=_cmd_explain)

@@ -1,0 +1,137 @@
+"""The serving snapshot and its safe hot reload.
+
+A change in the policy folder or the catalog (a ConfigMap swaps a `..data` symlink, so the
+whole folder changes at once) builds a new snapshot, validates it, runs the policy tests that
+ship in the same folder, and only then swaps one reference. Requests read that reference once,
+so each sees one whole policy. When a step fails, the last good snapshot keeps serving and the
+failure is reported in the log, `/readyz` and the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from watchfiles import awatch
+
+from agentchat.catalog import load_catalog
+from agentchat.errors import CatalogError
+
+from .policy_tests import TestReport, run_policy_tests
+from .rules import PolicyError, read_folder, validate
+from .snapshot import Snapshot
+
+log = logging.getLogger("agentchat.policy")
+
+
+class ReloadError(Exception):
+    """A policy, catalog or policy test refused a reload; the message says which and why."""
+
+
+def build_snapshot(policy_dir: Path, catalog_path: Path) -> tuple[Snapshot, TestReport]:
+    """Read, validate and compile a policy folder against a catalog and run its tests."""
+    try:
+        catalog = load_catalog(catalog_path)
+        source = read_folder(policy_dir)
+        validate(source, catalog)
+    except (CatalogError, PolicyError) as e:
+        raise ReloadError(str(e.detail if isinstance(e, CatalogError) else e)) from None
+    # The revision names the policy and the catalog it was compiled with: both change answers.
+    digest = hashlib.sha256(f"{source.revision}\0".encode() + Path(catalog_path).read_bytes())
+    snapshot = Snapshot(replace(source, revision=digest.hexdigest()[:16]), catalog)
+    return snapshot, run_policy_tests(snapshot)
+
+
+@dataclass
+class ReloadStatus:
+    result: str  # "loaded", "unchanged" or "failed"
+    revision: str | None
+    error: str | None = None
+
+
+class PolicyStore:
+    """Holds the serving snapshot; `reload()` replaces it only with one that passed every step."""
+
+    def __init__(self, policy_dir: Path, catalog_path: Path) -> None:
+        self.policy_dir = Path(policy_dir)
+        self.catalog_path = Path(catalog_path)
+        self.snapshot: Snapshot | None = None
+        self.last_error: str | None = None
+        self.loaded_at: float | None = None
+        self.reloads_ok = 0
+        self.reloads_failed = 0
+        self._lock = asyncio.Lock()
+        self.listeners: list = []  # callables(ReloadStatus), e.g. the metrics
+
+    def reload(self) -> ReloadStatus:
+        """Build and swap in a new snapshot (blocking); keep the old one on any failure."""
+        try:
+            snapshot, report = build_snapshot(self.policy_dir, self.catalog_path)
+            if not report.ok:
+                raise ReloadError(f"policy tests failed:\n{report.summary()}")
+        except ReloadError as e:
+            status = ReloadStatus("failed", self.revision, str(e))
+        except Exception as e:  # anything unexpected also keeps the last good snapshot
+            log.exception("policy reload crashed")
+            status = ReloadStatus("failed", self.revision, f"internal error: {e!r}")
+        else:
+            if self.snapshot is not None and snapshot.revision == self.snapshot.revision:
+                status = ReloadStatus("unchanged", snapshot.revision)
+            else:
+                self.snapshot = snapshot  # one reference swap: readers see old or new, whole
+                self.loaded_at = time.time()
+                status = ReloadStatus("loaded", snapshot.revision)
+        self._record(status)
+        return status
+
+    def _record(self, status: ReloadStatus) -> None:
+        if status.result == "failed":
+            self.reloads_failed += 1
+            if status.error != self.last_error:
+                log.error("policy reload failed, still serving revision %s: %s",
+                          status.revision, status.error)
+            self.last_error = status.error
+        else:
+            if status.result == "loaded":
+                self.reloads_ok += 1
+                log.info("policy revision %s loaded from %s", status.revision, self.policy_dir)
+            self.last_error = None
+        for listener in self.listeners:
+            listener(status)
+
+    @property
+    def revision(self) -> str | None:
+        return self.snapshot.revision if self.snapshot else None
+
+    async def areload(self) -> ReloadStatus:
+        """Reload in a worker thread, one at a time, so the event loop keeps answering."""
+        async with self._lock:
+            return await asyncio.to_thread(self.reload)
+
+    async def watch(self, stop: asyncio.Event, *, debounce_ms: int, poll_s: float) -> None:
+        """Reload on file events in the policy and catalog folders, and every `poll_s` anyway
+        (a missed event, or a folder that did not exist yet, costs at most that long)."""
+        folders = [self.policy_dir, self.catalog_path.parent]
+        while not stop.is_set():
+            existing = [str(f) for f in folders if f.exists()]
+            try:
+                if not existing:
+                    raise FileNotFoundError(folders[0])
+                async for _changes in awatch(
+                        *existing, debounce=debounce_ms, step=min(50, debounce_ms),
+                        stop_event=stop, rust_timeout=int(poll_s * 1000),
+                        yield_on_timeout=True, recursive=True):
+                    await self.areload()
+                    if any(not f.exists() for f in folders):
+                        break  # a folder vanished: re-arm the watcher once it is back
+            except (FileNotFoundError, OSError) as e:
+                log.warning("cannot watch the policy folders (%s); polling", e)
+                await self.areload()
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=poll_s)
+                except TimeoutError:
+                    pass
