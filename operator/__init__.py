@@ -1,0 +1,1 @@
+"""The AgentChat operator: signing keys, the service token and checkpoint pruning (kopf)."""

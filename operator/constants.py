@@ -1,0 +1,37 @@
+"""The API group, resource names, label and annotation keys, and condition types.
+
+The chart's helpers emit the same label keys; keep both in step.
+"""
+
+from __future__ import annotations
+
+GROUP = "agentchat.sstools.io"
+VERSION = "v1"
+KIND = "AgentChat"
+PLURAL = "agentchats"
+SINGULAR = "agentchat"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Labels on every object the operator writes.
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "agentchat-operator"
+LABEL_INSTANCE = f"{GROUP}/instance"
+LABEL_PART = f"{GROUP}/part"
+ANNOTATION_KEY_IDS = f"{GROUP}/key-ids"
+
+# Data keys inside the Secrets and ConfigMap (the runtime contract; mounted as folders).
+RING_KEY = "signing-keys.json"
+JWKS_KEY = "jwks.json"
+TOKEN_KEY = "token"
+DATABASE_URL_KEY = "url"
+
+# Condition types in status.conditions.
+READY = "Ready"
+KEYS_ROTATED = "KeysRotated"
+TOKEN_FRESH = "TokenFresh"
+PRUNED = "Pruned"
+CONDITION_TYPES = (READY, KEYS_ROTATED, TOKEN_FRESH, PRUNED)
+
+# Advisory lock (namespace, key) held by the one pruner of a database; the namespace is
+# agentchat.db's conversation namespace + 1 so the two never collide.
+PRUNER_LOCK = (0x41430003, 1)

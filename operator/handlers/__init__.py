@@ -1,0 +1,1 @@
+"""Plain async functions behind the kopf handlers in agentchat.operator.main."""

@@ -1,0 +1,18 @@
+"""Operator start: kopf's settings and the shared clients the handlers use."""
+
+from __future__ import annotations
+
+import kopf
+from agentchat.operator.kube import Kube
+from agentchat.operator.settings import OperatorSettings
+
+
+async def handle_startup_operator(*, kopf_settings: kopf.OperatorSettings, memo: kopf.Memo,
+                                  settings: OperatorSettings) -> None:
+    # kopf waits this long for its own patches to come back through the watch; with an API
+    # that does not bump resourceVersion (the test emulator) it must be 0.
+    kopf_settings.persistence.consistency_timeout = settings.operator_consistency_timeout_s
+    kopf_settings.posting.level = 20  # Events for info and above (rotations, prunes)
+    kopf_settings.execution.max_workers = 4
+    memo["settings"] = settings
+    memo["kube"] = Kube()

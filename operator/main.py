@@ -1,0 +1,39 @@
+"""kopf handlers, each a few lines calling a plain function in handlers/.
+
+Both timers tick every AGENTCHAT_OPERATOR_TICK_S and do nothing unless something is due:
+kopf fires timers at every start, so due checks against status keep a restart harmless.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from agentchat.operator import constants as c
+from agentchat.operator.handlers.handle_prune_agentchat import handle_prune_agentchat
+from agentchat.operator.handlers.handle_rotate_agentchat import handle_rotate_agentchat
+from agentchat.operator.handlers.handle_startup_operator import handle_startup_operator
+from agentchat.operator.settings import OperatorSettings
+
+SETTINGS = OperatorSettings()
+
+
+@kopf.on.startup(id="configure")
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    await handle_startup_operator(kopf_settings=settings, memo=memo,
+                                  settings=memo.get("settings") or SETTINGS)
+
+
+@kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.operator_tick_s)
+async def rotate_keys(body: kopf.Body, patch: kopf.Patch, retry: int, memo: kopf.Memo,
+                      **_: Any) -> None:
+    await handle_rotate_agentchat(body=body, patch=patch, retry=retry,
+                                  settings=memo["settings"], kube=memo["kube"])
+
+
+@kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="prune-checkpoints",
+            interval=SETTINGS.operator_tick_s)
+async def prune_checkpoints(body: kopf.Body, patch: kopf.Patch, retry: int, memo: kopf.Memo,
+                            **_: Any) -> None:
+    await handle_prune_agentchat(body=body, patch=patch, retry=retry, memo=memo,
+                                 settings=memo["settings"], kube=memo["kube"])
