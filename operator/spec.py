@@ -22,7 +22,7 @@ class ServiceTokenSpec(_Spec):
     issuer: str = "agentchat"
     audience: str = "ss-tools"
     subject: str = "agentchat-agent"
-    lifetime_seconds: int = Field(default=900, ge=60)
+    lifetime_seconds: int = Field(default=900, ge=10, le=86400)
     refresh_margin_seconds: int = Field(default=300, ge=1)
 
 
@@ -79,7 +79,10 @@ class AgentChatSpec(_Spec):
         return self
 
     def overlap_s(self, leeway_s: int) -> int:
-        return self.signing_keys.overlap_seconds or self.service_token.lifetime_seconds + leeway_s
+        # Verifiers accept a token up to `leeway_s` past its exp, so its key must stay that
+        # much longer; an explicit overlap never shortens this.
+        floor = self.service_token.lifetime_seconds + leeway_s
+        return max(self.signing_keys.overlap_seconds or 0, floor)
 
 
 class Names:

@@ -63,7 +63,16 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
         patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
         _conditions(patch, status, True, "PrunerBusy", str(e), now)
         return
-    except (NoDatabase, KubeError, psycopg.Error, OSError) as e:
+    except NoDatabase as e:
+        # A configuration gap, not an outage: report it once and look again next interval.
+        memo["prune_next_at"] = now + ck.interval_seconds
+        patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
+        prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.PRUNED) or {}
+        if prev.get("reason") != "NoDatabase" or prev.get("message") != str(e):
+            kopf.warn(dict(body), reason="PruneFailed", message=str(e))
+        _conditions(patch, status, False, "NoDatabase", str(e), now)
+        return
+    except (KubeError, psycopg.Error, OSError) as e:
         await _drop_pool(memo)
         reason, message = _describe(e)
         delay = settings.backoff(failures)
@@ -87,8 +96,8 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
 
 
 def _describe(e: Exception) -> tuple[str, str]:
-    if isinstance(e, NoDatabase | KubeError):
-        return "NoDatabase", str(e)
+    if isinstance(e, KubeError):
+        return "KubernetesApiError", str(e)
     if isinstance(e, psycopg.OperationalError | OSError):
         return "StorageUnavailable", (f"{ErrorCode.STORAGE_UNAVAILABLE}: the database is "
                                       f"unreachable ({type(e).__name__})")
