@@ -56,7 +56,8 @@ class HelmError(Exception):
 def run_helm(*args: str) -> str:
     done = subprocess.run([helm(), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise HelmError(done.stderr.strip() or done.stdout.strip())
+        # lint reports on stdout and sums up on stderr; template errors are on stderr.
+        raise HelmError(f"{done.stdout.strip()}\n{done.stderr.strip()}".strip())
     return done.stdout
 
 
