@@ -98,7 +98,8 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
                       FaultBoard() if settings.faults_enabled else None)
     gateway = Gateway(catalog=catalog, world=sandbox.world, gatekeeper=gatekeeper,
                       audit=sandbox.audit, idempotency=sandbox.idempotency,
-                      faults=sandbox.faults, operations=OPERATIONS)
+                      faults=sandbox.faults, operations=OPERATIONS,
+                      write_latency_s=settings.write_latency_s)
 
     app = FastAPI(title="ss-tools sandbox API", version="1", docs_url="/api/docs",
                   openapi_url="/api/openapi.json")

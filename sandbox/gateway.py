@@ -47,7 +47,7 @@ class Gateway:
 
     def __init__(self, *, catalog: Catalog, world: World, gatekeeper: Gatekeeper,
                  audit: AuditLog, idempotency: IdempotencyStore, faults: FaultBoard | None,
-                 operations: dict[str, Operation]) -> None:
+                 operations: dict[str, Operation], write_latency_s: float = 0.0) -> None:
         self.catalog = catalog
         self.world = world
         self.gatekeeper = gatekeeper
@@ -55,6 +55,7 @@ class Gateway:
         self.idempotency = idempotency
         self.faults = faults
         self.operations = operations
+        self.write_latency_s = write_latency_s
 
     def endpoint(self, tool: Tool) -> Endpoint:
         reader = ArgumentReader(tool)
@@ -82,7 +83,7 @@ class Gateway:
                 audit(args, target, "error")
                 return faulted
             if tool.risk == "read" or key is None:
-                return self._execute(tool, args, caller, audit, target, key=None)
+                return await self._execute(tool, args, caller, audit, target, key=None)
             if len(key) > MAX_KEY_LENGTH:
                 audit(args, target, "error")
                 return _error(422, ErrorCode.INVALID_REQUEST, "Idempotency-Key is too long")
@@ -98,7 +99,7 @@ class Gateway:
                     audit(args, target, "replayed")
                     return JSONResponse(stored.body, status_code=stored.status,
                                         headers={"Idempotent-Replayed": "true"})
-                return self._execute(tool, args, caller, audit, target, key=key, fp=fp)
+                return await self._execute(tool, args, caller, audit, target, key=key, fp=fp)
 
         call_tool.__name__ = tool.name
         return call_tool
@@ -117,8 +118,11 @@ class Gateway:
                           f"injected fault: {tool.name} failed with {fault.status}")
         return None  # a delay alone: the call goes on
 
-    def _execute(self, tool: Tool, args: dict[str, Any], caller: Caller, audit: _Auditor,
-                 target: str | None, *, key: str | None, fp: str = "") -> Response:
+    async def _execute(self, tool: Tool, args: dict[str, Any], caller: Caller, audit: _Auditor,
+                       target: str | None, *, key: str | None, fp: str = "") -> Response:
+        if tool.risk != "read" and self.write_latency_s:
+            # The backend's own work takes time; concurrent twins of one key overlap here.
+            await asyncio.sleep(self.write_latency_s)
         self.world.advance()
         ctx = OpContext(world=self.world, catalog=self.catalog, user=caller.user)
         operation = self.operations.get(tool.name)

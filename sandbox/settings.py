@@ -33,6 +33,10 @@ class SandboxSettings(SharedSettings):
     # Seconds an asynchronous task spends queued, then running, before it succeeds.
     task_step_s: float = Field(default=1.0, ge=0, le=3600, validation_alias=_env("task_step_s"))
 
+    # Simulated backend time of each write or destructive call (0 in tests unless asked for).
+    write_latency_s: float = Field(default=0.05, ge=0, le=60,
+                                   validation_alias=_env("write_latency_s"))
+
     @model_validator(mode="after")
     def _fail_closed_outside_dev(self) -> SandboxSettings:
         if self.is_dev:
