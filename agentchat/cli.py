@@ -13,6 +13,7 @@ from agentchat.settings import SharedSettings
 
 # Modules with `register(subparsers)`; heavy imports stay inside their command functions.
 COMPONENT_CLIS = [
+    "agentchat.agent.cli",
     "agentchat.operator.cli",
     "agentchat.policy.cli",
     "agentchat.sandbox.cli",

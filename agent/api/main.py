@@ -1,0 +1,8 @@
+"""All REST routers of the agent service."""
+
+from agentchat.agent.api.routes import agent, health
+from fastapi import APIRouter
+
+api_router = APIRouter()
+api_router.include_router(health.router)
+api_router.include_router(agent.router)

@@ -1,0 +1,54 @@
+"""Liveness, readiness (database, sidecar, model) and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+from agentchat.agent.api.deps import ServicesDep
+from agentchat.agent.llm import llm_status
+from agentchat.agent.metrics import REGISTRY
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/livez")
+async def livez() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(services: ServicesDep) -> JSONResponse:
+    async def database() -> str | None:
+        try:
+            async with services.pool.connection(timeout=2) as conn:
+                await conn.execute("SELECT 1")
+        except Exception as e:
+            return f"database: {type(e).__name__}"
+        return None
+
+    async def sidecar() -> str | None:
+        try:
+            resp = await services.http.get(services.settings.policy_url.rstrip("/") + "/readyz",
+                                           timeout=1.0)
+        except httpx.HTTPError as e:
+            return f"policy sidecar: {type(e).__name__}"
+        return None if resp.status_code == 200 else f"policy sidecar: {resp.status_code}"
+
+    async def model() -> str | None:
+        status = await llm_status(services.settings, services.http)
+        return None if status["reachable"] else "model endpoint unreachable"
+
+    problems = [p for p in await asyncio.gather(database(), sidecar(), model()) if p]
+    body: dict[str, Any] = {"status": "ok" if not problems else "unavailable",
+                            "problems": problems}
+    return JSONResponse(body, status_code=200 if not problems else 503)
+
+
+@router.get("/metrics")
+async def metrics() -> Response:
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,268 @@
+"""The `/chat` handler (PROTOCOL §1–§5): who is asking, which conversation, which kind of
+submit (a message, a card's answer, a retry), then the turn's events as ChatMessage dicts.
+
+Every event carries `seq` (1, 2, 3… within one submit) and `conversation_id`; text is
+coalesced per conversation so a stream keeps the model's pace under load (ARCHITECTURE,
+"Streaming at scale"); an `error` is always the last event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from agentchat.agent.graph import TurnRuntime
+from agentchat.agent.inputs import ChatRequest, file_text, parse_request
+from agentchat.agent.planner_rules import TurnContext
+from agentchat.agent.settings import AgentSettings
+from agentchat.agent.store import Store
+from agentchat.agent.turns import END_OF_STREAM, Turn, TurnRunner
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langgraph.types import Command
+
+from agentchat.db import conversation_lock
+from agentchat.errors import AgentChatError, ErrorCode, TokenError
+from agentchat.identity import Principal, TokenVerifier
+
+Selector = Callable[[str, dict[str, Any] | None], tuple[list[str], list[dict[str, Any]]]]
+
+
+def bearer(headers: Any) -> str | None:
+    value = headers.get("authorization") if headers is not None else None
+    if not value:
+        return None
+    scheme, _, token = str(value).partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+class ChatService:
+    def __init__(self, *, settings: AgentSettings, store: Store, runner: TurnRunner,
+                 verifier: TokenVerifier, select: Selector) -> None:
+        self.settings = settings
+        self.store = store
+        self.runner = runner
+        self.verifier = verifier
+        self.select = select
+
+    # -- who and which conversation -------------------------------------------------------------
+
+    def authenticate(self, req: ChatRequest, header_token: str | None) -> tuple[Principal, str]:
+        if header_token and req.user_jwt and header_token != req.user_jwt:
+            raise TokenError("mismatch", "the forwarded token and user_jwt differ")
+        token = header_token or req.user_jwt
+        principal = self.verifier.verify(token)
+        if req.user_id is not None and req.user_id != principal.sub:
+            raise TokenError("user_mismatch", "user_id is not the token's subject")
+        assert token is not None
+        return principal, token
+
+    async def open_conversation(self, req: ChatRequest, principal: Principal) -> str:
+        if req.conversation_id is None:
+            if req.action in ("confirm", "deny", "retry"):
+                raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION
+                                     if req.action != "retry" else ErrorCode.NOT_FOUND,
+                                     "no conversation was given")
+            cid = str(uuid.uuid4())
+            await self.store.create_conversation(cid, principal.sub, title=req.text[:120])
+            return cid
+        conv = await self.store.owned_conversation(req.conversation_id, principal.sub)
+        if conv["is_archived"]:
+            raise AgentChatError(ErrorCode.CONVERSATION_ARCHIVED,
+                                 "the conversation is archived; restore it first")
+        return str(conv["id"])
+
+    async def take_lease(self, conversation_id: str, session: str) -> None:
+        if conversation_id in self.runner.active or not await self.store.take_lease(
+                conversation_id, session, self.settings.lease_s):
+            raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
+                                 "the conversation is open in another tab")
+
+    # -- the kinds of submit --------------------------------------------------------------------
+
+    async def submit(self, req: ChatRequest, principal: Principal, token: str,
+                     conversation_id: str, session: str) -> tuple[Turn, list[dict[str, Any]]]:
+        """Start the turn for this submit; returns it with any events that come first."""
+        if req.action in ("confirm", "deny"):
+            return await self._answer(req, principal, token, conversation_id, session)
+        early = await self._deny_pending(conversation_id)
+        if req.action == "retry":
+            return await self._retry(token, conversation_id, session), early
+        return await self._new_turn(req, token, conversation_id, session), early
+
+    def _runtime(self, conversation_id: str, token: str, text: str, env_id: str | None,
+                 uicontext: dict[str, Any] | None) -> TurnRuntime:
+        tools, prefetch = self.select(text, uicontext)
+        return TurnRuntime(conversation_id=conversation_id, user_jwt=token, tools=tools,
+                           turn=TurnContext(env_id=env_id, uicontext=uicontext),
+                           prefetch=prefetch,
+                           confirmation_ttl_s=self.settings.confirmation_ttl_s)
+
+    async def _new_turn(self, req: ChatRequest, token: str, conversation_id: str,
+                        session: str) -> Turn:
+        turn_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
+        text = req.text
+        if req.files:
+            text = f"{text}\n\n{file_text(req.files)}".strip()
+        await self.store.start_turn(turn_id, conversation_id)
+        await self.store.add_message(message_id=message_id, conversation_id=conversation_id,
+                                     turn_id=turn_id, role="user", content=text)
+        await self.store.set_title_if_empty(conversation_id, req.text)
+        runtime = self._runtime(conversation_id, token, req.text, req.env_id, req.uicontext)
+        graph_input = {"messages": [HumanMessage(content=text, id=message_id)]}
+        return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
+
+    async def _retry(self, token: str, conversation_id: str, session: str) -> Turn:
+        last = await self.store.last_turn(conversation_id)
+        if last is None:
+            raise AgentChatError(ErrorCode.NOT_FOUND, "there is no turn to retry")
+        state = await self.runner.graph.aget_state(self.runner.config(conversation_id))
+        messages: list[BaseMessage] = state.values.get("messages", [])
+        ids = [m.id for m in messages]
+        human_id = last["user_message_id"]
+        after = ids[ids.index(human_id) + 1:] if human_id in ids else []
+        turn_id = str(uuid.uuid4())
+        await self.store.start_turn(turn_id, conversation_id)
+        # Re-run from the turn's user message: drop what followed it, keep the message itself.
+        graph_input = {"messages": [*(RemoveMessage(id=i) for i in after if i),
+                                    HumanMessage(content=last["user_text"], id=human_id)]}
+        runtime = self._runtime(conversation_id, token, last["user_text"], None, None)
+        return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
+
+    async def _deny_pending(self, conversation_id: str) -> list[dict[str, Any]]:
+        """A new message (or a retry) over a pending card resolves the card as denied."""
+        async with self.store.pool.connection() as conn, conversation_lock(conn, conversation_id):
+            pending = await self.store.pending_confirmation(conversation_id)
+            if pending is None or not await self.store.resolve_confirmation(
+                    pending["confirm_id"], "denied"):
+                return []
+        patch = await self.runner.close_dangling(conversation_id, "not run: the user denied it")
+        if patch:
+            await self.runner.graph.aupdate_state(self.runner.config(conversation_id),
+                                                  {"messages": patch}, as_node="tools")
+        await self.store.close_dangling_calls(conversation_id, "denied")
+        if pending["turn_id"]:
+            await self.store.finish_turn(pending["turn_id"], "completed")
+        return [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
+                 "result": "denied"}]
+
+    async def _answer(self, req: ChatRequest, principal: Principal, token: str,
+                      conversation_id: str, session: str) -> tuple[Turn, list[dict[str, Any]]]:
+        # Answers are serialized per conversation: exactly one of two racing confirms wins.
+        async with self.store.pool.connection() as conn, conversation_lock(conn, conversation_id):
+            pending = await self.store.pending_confirmation(conversation_id)
+            if pending is None:
+                raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
+                                     "there is no pending confirmation")
+            if req.confirm_id is not None and req.confirm_id != pending["confirm_id"]:
+                raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
+                                     "that confirmation is no longer pending")
+            card = pending["payload"]
+            if pending["expired"]:
+                result = "expired"
+            elif req.action == "confirm" and not card.get("permission_granted", True):
+                raise AgentChatError(ErrorCode.FORBIDDEN,
+                                     "this action is not permitted for you; close the card")
+            else:
+                result = "confirmed" if req.action == "confirm" else "denied"
+            if not await self.store.resolve_confirmation(pending["confirm_id"], result):
+                raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
+                                     "the confirmation was already answered")
+        last = await self.store.last_turn(conversation_id)
+        text = last["user_text"] if last else ""
+        runtime = self._runtime(conversation_id, token, text, None, None)
+        turn_id = pending["turn_id"] or str(uuid.uuid4())
+        graph_input = Command(resume={"result": result, "confirm_id": pending["confirm_id"]})
+        turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
+        return turn, [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
+                       "result": result}]
+
+
+def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
+               text: str) -> dict[str, Any]:
+    """One PROTOCOL §2 ChatMessage dict."""
+    kind = event["type"]
+    meta = {k: v for k, v in event.items() if k not in ("type", "content")}
+    meta.update(seq=seq, conversation_id=conversation_id)
+    if kind == "final":
+        return {"role": "assistant", "content": event["content"], "metadata": meta}
+    meta["type"] = kind
+    if kind == "confirm_required":
+        content = event.get("prompt", "")
+    elif kind == "error":
+        content = f"Ошибка: {event.get('detail', '')}"
+    else:
+        content = text
+    return {"role": "assistant", "content": content, "metadata": meta}
+
+
+async def coalesce(queue: asyncio.Queue[dict[str, Any]],
+                   flush_s: float) -> AsyncIterator[dict[str, Any]]:
+    """Events from a turn with text merged: at most one stream_token per flush interval."""
+    buf = ""
+    last = 0.0
+    while True:
+        if buf:
+            wait = last + flush_s - time.monotonic()
+            if wait <= 0:
+                yield {"type": "stream_token", "token": buf}
+                buf, last = "", time.monotonic()
+                continue
+            try:
+                event = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                continue
+        else:
+            event = await queue.get()
+        if event["type"] == "stream_token":
+            buf += event["token"]
+            continue
+        if buf:
+            yield {"type": "stream_token", "token": buf}
+            buf, last = "", time.monotonic()
+        if event is END_OF_STREAM:
+            return
+        yield event
+
+
+async def run_chat(service: ChatService, *, message: Any, action: Any, conversation_id: Any,
+                   uicontext: Any, user_id: Any, user_jwt: Any, env_id: Any,
+                   headers: Any, session: str) -> AsyncIterator[dict[str, Any]]:
+    seq = 0
+    text = ""
+    cid: str | None = conversation_id if isinstance(conversation_id, str) else None
+    turn: Turn | None = None
+    try:
+        req = parse_request(service.settings, message, action, conversation_id, uicontext,
+                            user_id, user_jwt, env_id)
+        cid = req.conversation_id
+        principal, token = service.authenticate(req, bearer(headers))
+        cid = await service.open_conversation(req, principal)
+        await service.take_lease(cid, session)
+        turn, early = await service.submit(req, principal, token, cid, session)
+        for event in early:
+            seq += 1
+            yield to_message(event, seq, cid, text)
+        async for event in coalesce(turn.queue, service.settings.flush_interval_s):
+            if event["type"] == "stream_token":
+                text += event["token"]
+            seq += 1
+            yield to_message(event, seq, cid, text)
+            if event["type"] in ("error", "final", "confirm_required"):
+                break
+    except AgentChatError as e:
+        seq += 1
+        yield to_message({"type": "error", "code": str(e.code), "detail": e.detail,
+                          "retryable": e.retryable}, seq, cid, text)
+    except asyncio.CancelledError:
+        # submission.cancel(): stop the run now; the turn records the partial answer.
+        if turn is not None and turn.task is not None:
+            turn.task.cancel()
+        raise
+    except GeneratorExit:
+        # The connection dropped: not a cancel. The turn runs on and is recorded.
+        if turn is not None:
+            turn.detach()
+        raise

@@ -1,0 +1,151 @@
+"""The `/chat` inputs (PROTOCOL §1): parse, apply the message-level fields, check limits."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentchat.agent.settings import AgentSettings
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentchat.errors import AgentChatError, ErrorCode
+
+ACTIONS = {None, "confirm", "deny", "retry"}
+_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class UIContext(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    objectType: str | None = Field(default=None, pattern="^(dashboard|dataset|migration)$")
+    objectId: str | None = Field(default=None, max_length=64)
+    objectName: str | None = Field(default=None, max_length=300)
+    envId: str | None = Field(default=None, max_length=64)
+    route: str | None = Field(default=None, max_length=500)
+    contextVersion: int
+
+
+@dataclass
+class ChatRequest:
+    text: str
+    action: str | None
+    conversation_id: str | None
+    uicontext: dict[str, Any] | None
+    user_id: str | None
+    user_jwt: str | None
+    env_id: str | None
+    confirm_id: str | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _invalid(detail: str) -> AgentChatError:
+    return AgentChatError(ErrorCode.INVALID_REQUEST, detail)
+
+
+def _opt_str(value: Any, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise _invalid(f"{name} must be a string")
+    return value
+
+
+def parse_request(settings: AgentSettings, message: Any, action: Any, conversation_id: Any,
+                  uicontext: Any, user_id: Any, user_jwt: Any, env_id: Any) -> ChatRequest:
+    fields: dict[str, Any] = {}
+    files: list[Any] = []
+    if isinstance(message, str) or message is None:
+        text = message or ""
+    elif isinstance(message, dict):
+        text = message.get("text") or ""
+        files = message.get("files") or []
+        fields = {k: message.get(k) for k in ("action", "conversation_id", "confirm_id")}
+    else:
+        raise _invalid("message must be a string or {text, files}")
+    if not isinstance(text, str):
+        raise _invalid("message text must be a string")
+    # Fields inside the message only fill the slots that are null.
+    action = action if action not in (None, "") else fields.get("action")
+    conversation_id = conversation_id if conversation_id not in (None, "") else fields.get(
+        "conversation_id")
+    req = ChatRequest(
+        text=text,
+        action=_opt_str(action, "action"),
+        conversation_id=_opt_str(conversation_id, "conversation_id"),
+        uicontext=None,
+        user_id=_opt_str(user_id, "user_id"),
+        user_jwt=_opt_str(user_jwt, "user_jwt"),
+        env_id=_opt_str(env_id, "env_id"),
+        confirm_id=_opt_str(fields.get("confirm_id"), "confirm_id"),
+    )
+    if req.action not in ACTIONS:
+        raise _invalid(f"unknown action {req.action!r}")
+    if req.conversation_id is not None and not _ID_RE.match(req.conversation_id):
+        raise _invalid("conversation_id is malformed")
+    if req.env_id is not None and len(req.env_id) > 64:
+        raise _invalid("env_id is too long")
+    if len(text.encode()) > settings.max_text_bytes:
+        raise _invalid(f"the message is over {settings.max_text_bytes // 1024} KB")
+    if req.action is None and not text.strip() and not files:
+        raise _invalid("the message is empty")
+    req.uicontext = _parse_uicontext(settings, uicontext)
+    req.files = _parse_files(settings, files)
+    return req
+
+
+def _parse_uicontext(settings: AgentSettings, raw: Any) -> dict[str, Any] | None:
+    if raw in (None, ""):
+        return None
+    if isinstance(raw, dict):
+        raw = json.dumps(raw)
+    if not isinstance(raw, str):
+        raise _invalid("uicontext must be a JSON string")
+    if len(raw.encode()) > settings.max_uicontext_bytes:
+        raise _invalid(f"the UIContext is over {settings.max_uicontext_bytes // 1024} KB")
+    try:
+        ctx = UIContext.model_validate_json(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise _invalid(f"bad UIContext: {where}: {first['msg']}") from None
+    if ctx.contextVersion != 1:
+        raise _invalid("bad UIContext: contextVersion must be 1")
+    return ctx.model_dump()
+
+
+def _parse_files(settings: AgentSettings, files: Any) -> list[dict[str, Any]]:
+    if not isinstance(files, list):
+        raise _invalid("files must be a list")
+    if len(files) > settings.max_files:
+        raise _invalid(f"at most {settings.max_files} files")
+    out = []
+    for f in files:
+        path = f.get("path") if isinstance(f, dict) else f
+        if not isinstance(path, str):
+            raise _invalid("a file must be a path or a Gradio file object")
+        p = Path(path)
+        size = f.get("size") if isinstance(f, dict) else None
+        try:
+            size = p.stat().st_size if size is None else int(size)
+        except OSError:
+            raise _invalid("a file was not uploaded") from None
+        if size > settings.max_file_bytes:
+            raise _invalid(f"a file is over {settings.max_file_bytes // 1024} KB")
+        name = (f.get("orig_name") if isinstance(f, dict) else None) or p.name
+        out.append({"name": str(name), "path": str(p), "size": size})
+    return out
+
+
+def file_text(files: list[dict[str, Any]]) -> str:
+    """Text files reach the model as text, others by name."""
+    parts = []
+    for f in files:
+        try:
+            data = Path(f["path"]).read_bytes()
+            parts.append(f"[file {f['name']}]\n{data.decode('utf-8')}")
+        except (OSError, UnicodeDecodeError):
+            parts.append(f"[file {f['name']}: {f['size']} bytes, not text]")
+    return "\n\n".join(parts)

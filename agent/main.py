@@ -1,0 +1,62 @@
+"""The agent service: FastAPI with the REST API, and Gradio mounted at /api/agent/gradio."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import gradio as gr
+from agentchat.agent.api.main import api_router
+from agentchat.agent.gradio_app import build_blocks
+from agentchat.agent.services import ServiceHolder, build_services
+from agentchat.agent.settings import AgentSettings
+from agentchat.agent.store import STORAGE_ERRORS
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from agentchat.errors import AgentChatError, ErrorCode
+
+log = logging.getLogger("agentchat.agent")
+
+
+def create_app(settings: AgentSettings | None = None) -> FastAPI:
+    settings = settings or AgentSettings()
+    holder = ServiceHolder()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        holder.services = await build_services(settings)
+        try:
+            yield
+        finally:
+            await holder.services.aclose()
+
+    app = FastAPI(title="AgentChat agent", version="0.1.0", lifespan=lifespan)
+    app.state.holder = holder
+    app.include_router(api_router)
+
+    @app.exception_handler(AgentChatError)
+    async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
+        return JSONResponse(exc.to_dict(), status_code=exc.http_status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", []))
+        return JSONResponse({"code": str(ErrorCode.INVALID_REQUEST),
+                             "detail": f"{where}: {first.get('msg', 'invalid')}"},
+                            status_code=422)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, STORAGE_ERRORS):
+            return JSONResponse({"code": "STORAGE_UNAVAILABLE",
+                                 "detail": "the database is unreachable"}, status_code=503)
+        log.exception("unexpected error")
+        return JSONResponse({"code": "INTERNAL", "detail": "internal error"}, status_code=500)
+
+    blocks = build_blocks(holder, settings)
+    blocks.queue(default_concurrency_limit=settings.chat_concurrency)
+    return gr.mount_gradio_app(app, blocks, path=settings.mount_path)

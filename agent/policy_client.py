@@ -1,0 +1,55 @@
+"""The agent's side of PROTOCOL §6: ask the policy sidecar about one tool call."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+from agentchat.agent.service_token import ServiceTokenProvider
+
+from agentchat.errors import AgentChatError, ErrorCode
+
+
+class PolicyClient:
+    def __init__(self, *, url: str, timeout_s: float, tokens: ServiceTokenProvider,
+                 http: httpx.AsyncClient) -> None:
+        self.url = url.rstrip("/") + "/v1/check"
+        self.timeout_s = timeout_s
+        self.tokens = tokens
+        self.http = http
+
+    async def check(self, *, user_jwt: str, tool: str, arguments: dict[str, Any],
+                    environment: str | None) -> dict[str, Any]:
+        """The sidecar's decision; raises UNAUTHORIZED, INVALID_REQUEST or POLICY_UNAVAILABLE."""
+        body = {"request_id": str(uuid.uuid4()), "environment": environment, "tool": tool,
+                "arguments": arguments}
+        for attempt in (1, 2):
+            token = await self.tokens.get()
+            try:
+                resp = await self.http.post(
+                    self.url, json=body, timeout=self.timeout_s,
+                    headers={"Authorization": f"Bearer {token}", "X-User-JWT": user_jwt})
+            except httpx.HTTPError:
+                raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
+                                     "the policy service did not answer in time") from None
+            if resp.status_code == 401 and attempt == 1:
+                self.tokens.invalidate()  # a rotation: re-read the token and try once more
+                continue
+            if resp.status_code in (400, 413, 422):
+                raise AgentChatError(ErrorCode.INVALID_REQUEST,
+                                     "the tool call was refused as malformed")
+            if resp.status_code != 200:
+                break
+            try:
+                decision: dict[str, Any] = resp.json()
+                kind = decision["decision"]
+            except (ValueError, KeyError):
+                break
+            if kind == "deny" and str(decision.get("reason_code", "")).startswith(
+                    "user_token_invalid"):
+                raise AgentChatError(ErrorCode.UNAUTHORIZED, "the user token was refused")
+            if kind not in ("allow", "allow_with_confirmation", "deny"):
+                break
+            return decision
+        raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")

@@ -1,0 +1,91 @@
+"""Everything the agent needs at run time, built once at start and closed at shutdown."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from agentchat.agent.chat import ChatService
+from agentchat.agent.graph import GraphDeps, build_graph
+from agentchat.agent.llm import make_llm
+from agentchat.agent.policy_client import PolicyClient
+from agentchat.agent.selection_adapter import make_selector
+from agentchat.agent.service_token import ServiceTokenProvider
+from agentchat.agent.settings import AgentSettings
+from agentchat.agent.store import Store
+from agentchat.agent.tool_runtime import ToolRuntime
+from agentchat.agent.turns import TurnRunner
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg_pool import AsyncConnectionPool
+
+from agentchat.catalog import Catalog, load_catalog
+from agentchat.db import create_pool, migrate, resolve_database_url
+from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier
+
+log = logging.getLogger("agentchat.agent")
+
+
+@dataclass
+class Services:
+    settings: AgentSettings
+    catalog: Catalog
+    pool: AsyncConnectionPool
+    http: httpx.AsyncClient
+    store: Store
+    runner: TurnRunner
+    chat: ChatService
+    verifier: TokenVerifier
+    tokens: ServiceTokenProvider
+    dev_issuer: DevUserIssuer | None
+
+    async def aclose(self) -> None:
+        await self.runner.drain()
+        await self.http.aclose()
+        await self.pool.close()
+
+
+async def build_services(settings: AgentSettings) -> Services:
+    catalog = load_catalog(settings.catalog_path)
+    pool = create_pool(resolve_database_url(settings), max_size=settings.db_pool_max)
+    await pool.open(wait=True, timeout=30)
+    async with pool.connection() as conn:
+        await migrate(conn)
+    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    await saver.setup()
+    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
+                                                 max_keepalive_connections=50))
+    tokens = ServiceTokenProvider(settings, http)
+    deps = GraphDeps(
+        catalog=catalog,
+        llm=make_llm(settings),
+        policy=PolicyClient(url=settings.policy_url, timeout_s=settings.policy_timeout_s,
+                            tokens=tokens, http=http),
+        tools=ToolRuntime(catalog=catalog, base_url=settings.sstools_url, tokens=tokens,
+                          http=http, max_output_chars=settings.max_tool_output_chars),
+    )
+    graph = build_graph(deps).compile(checkpointer=saver)
+    store = Store(pool)
+    runner = TurnRunner(graph=graph, store=store, lease_s=settings.lease_s)
+    verifier = user_verifier(settings)
+    chat = ChatService(settings=settings, store=store, runner=runner, verifier=verifier,
+                       select=make_selector(catalog))
+    dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
+    return Services(settings=settings, catalog=catalog, pool=pool, http=http, store=store,
+                    runner=runner, chat=chat, verifier=verifier, tokens=tokens,
+                    dev_issuer=dev_issuer)
+
+
+class ServiceHolder:
+    """Set in the app's lifespan; the Gradio functions (built earlier) read it per call."""
+
+    services: Services | None = None
+
+    def get(self) -> Services:
+        if self.services is None:
+            raise RuntimeError("the agent is not started")
+        return self.services
+
+    def __getattr__(self, name: str) -> Any:  # pragma: no cover - convenience
+        return getattr(self.get(), name)

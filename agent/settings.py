@@ -1,0 +1,64 @@
+"""Settings of the agent service (env prefix AGENTCHAT_; see the README's table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import model_validator
+
+from agentchat.settings import SharedSettings
+
+PLACEHOLDER_SECRET = "dev-client-secret"
+
+
+class AgentSettings(SharedSettings):
+    host: str = "127.0.0.1"
+    port: int = 7860
+    mount_path: str = "/api/agent/gradio"
+
+    # The policy sidecar and its decision budget (PROTOCOL §5: 200 ms).
+    policy_url: str = "http://127.0.0.1:8181"
+    policy_timeout_s: float = 0.2
+
+    # The ss-tools API (the sandbox in dev).
+    sstools_url: str = "http://127.0.0.1:8800"
+    # The service JWT: a file re-read when it changes (the operator's Secret), or else the
+    # ss-tools endpoint POST /api/auth/service-token with a client secret.
+    service_token_file: Path | None = None
+    service_token_url: str | None = None
+    service_client_id: str = "agentchat-agent"
+    service_client_secret: str | None = None
+    service_token_refresh_margin_s: int = 120
+
+    # The model: "offline" (the deterministic planner) or an init_chat_model id.
+    llm: str = "offline"
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_timeout_s: float = 60.0
+    # Offline planner pacing, seconds per token (0: as fast as possible).
+    planner_token_delay_s: float = 0.0
+
+    # Streaming: text is coalesced into one stream_token at most every this many seconds.
+    flush_interval_s: float = 0.05
+    chat_concurrency: int = 1000
+
+    # Conversations: the multi-tab lease and the confirmation cards.
+    lease_s: float = 30.0
+    confirmation_ttl_s: float = 300.0
+
+    # Input limits (PROTOCOL §1).
+    max_text_bytes: int = 16 * 1024
+    max_uicontext_bytes: int = 4 * 1024
+    max_files: int = 5
+    max_file_bytes: int = 1024 * 1024
+
+    # Tool output trimmed to what a card can show.
+    max_tool_output_chars: int = 4000
+
+    db_pool_max: int = 20
+
+    @model_validator(mode="after")
+    def _no_placeholders_outside_dev(self) -> AgentSettings:
+        if not self.is_dev and self.service_client_secret == PLACEHOLDER_SECRET:
+            raise ValueError("the placeholder service client secret is refused outside dev")
+        return self

@@ -1,0 +1,146 @@
+"""Running one catalog tool against the ss-tools API (PROTOCOL §2, §7).
+
+Both tokens on every call, `Idempotency-Key` on write and destructive calls, the tool's own
+timeout (a timed-out attempt ends the call with `tool_timeout`, never retried), transient
+failures (502, 503, 504, connection errors) retried after a 1 s backoff up to the tool's
+`max_attempts` with `tool_retry`, then `tool_error`; other failures give `tool_error` at once.
+Events go to `emit`; the outcome becomes the model's ToolMessage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from agentchat.agent.service_token import ServiceTokenProvider
+
+from agentchat.catalog import Catalog, Tool
+
+TRANSIENT = {502, 503, 504}
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class ToolOutcome:
+    status: str  # ok | error | timeout | forbidden
+    output: Any = None
+    error: str | None = None
+    attempts: int = 1
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def message_text(self) -> str:
+        if self.status == "ok":
+            return json.dumps(self.output, ensure_ascii=False)
+        return self.error or self.status
+
+
+def trim(value: Any, limit: int) -> Any:
+    """Cut a tool's output to what a card can show, keeping it JSON."""
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) <= limit:
+        return value
+    if isinstance(value, dict) and isinstance(value.get("items"), list):
+        items = value["items"]
+        while items and len(json.dumps({**value, "items": items}, ensure_ascii=False)) > limit:
+            items = items[: len(items) // 2]
+        return {**value, "items": items, "truncated": True}
+    return {"truncated": True, "preview": text[:limit]}
+
+
+class ToolRuntime:
+    def __init__(self, *, catalog: Catalog, base_url: str, tokens: ServiceTokenProvider,
+                 http: httpx.AsyncClient, max_output_chars: int = 4000,
+                 backoff_s: float = 1.0) -> None:
+        self.catalog = catalog
+        self.base_url = base_url.rstrip("/")
+        self.tokens = tokens
+        self.http = http
+        self.max_output_chars = max_output_chars
+        self.backoff_s = backoff_s
+
+    def _request(self, tool: Tool, args: dict[str, Any]) -> tuple[str, dict[str, Any],
+                                                                  dict[str, Any] | None]:
+        path, rest = tool.path, dict(args)
+        for name in tool.path_params():
+            path = path.replace("{" + name + "}", str(rest.pop(name)))
+        if tool.method in ("GET", "DELETE"):
+            return path, {k: v for k, v in rest.items() if v is not None}, None
+        return path, {}, rest
+
+    async def run(self, *, tool_name: str, call_id: str, args: dict[str, Any], user_jwt: str,
+                  idempotency_key: str | None, emit: Emit) -> ToolOutcome:
+        tool = self.catalog.get(tool_name)
+        emit({"type": "tool_start", "tool": tool_name, "call_id": call_id, "input": args})
+        if tool is None:
+            return self._error(emit, tool_name, call_id, "unknown tool", 1, False)
+        path, params, body = self._request(tool, args)
+        max_attempts = tool.max_attempts
+        attempt = 0
+        while True:
+            attempt += 1
+            headers = {"Authorization": f"Bearer {await self.tokens.get()}",
+                       "X-User-JWT": user_jwt}
+            if tool.risk != "read" and idempotency_key:
+                headers["Idempotency-Key"] = idempotency_key
+            started = time.monotonic()
+            try:
+                resp = await asyncio.wait_for(self.http.request(
+                    tool.method, self.base_url + path, params=params, json=body,
+                    headers=headers, timeout=tool.timeout_s + 1), tool.timeout_s)
+            except (TimeoutError, httpx.TimeoutException):
+                emit({"type": "tool_timeout", "tool": tool_name, "call_id": call_id,
+                      "timeout_seconds": tool.timeout_s, "retryable": True})
+                return ToolOutcome("timeout", error=f"timed out after {tool.timeout_s:g} s",
+                                   attempts=attempt)
+            except httpx.HTTPError as e:
+                failure, transient = f"connection error: {type(e).__name__}", True
+            else:
+                if resp.status_code == 401 and attempt == 1:
+                    self.tokens.invalidate()
+                if 200 <= resp.status_code < 300:
+                    try:
+                        output = resp.json()
+                    except ValueError:
+                        return self._error(emit, tool_name, call_id,
+                                           "the ss-tools API returned an unreadable answer",
+                                           attempt, False)
+                    output = trim(output, self.max_output_chars)
+                    emit({"type": "tool_end", "tool": tool_name, "call_id": call_id,
+                          "output": output, "duration_ms": int((time.monotonic() - started)
+                                                               * 1000)})
+                    return ToolOutcome("ok", output=output, attempts=attempt)
+                failure = f"Error {resp.status_code}: {_reason(resp)}"
+                transient = resp.status_code in TRANSIENT
+                if resp.status_code == 403:
+                    outcome = self._error(emit, tool_name, call_id, failure, attempt, False)
+                    outcome.status = "forbidden"
+                    return outcome
+            if transient and attempt < max_attempts:
+                emit({"type": "tool_retry", "tool": tool_name, "call_id": call_id,
+                      "attempt": attempt, "max_attempts": max_attempts})
+                await asyncio.sleep(self.backoff_s)
+                continue
+            return self._error(emit, tool_name, call_id, failure, attempt,
+                               transient, exhausted=transient)
+
+    def _error(self, emit: Emit, tool: str, call_id: str, error: str, attempts: int,
+               retryable: bool, exhausted: bool = False) -> ToolOutcome:
+        emit({"type": "tool_error", "tool": tool, "call_id": call_id, "error": error,
+              "code": "TOOL_FAILURE", "retryable": retryable, "retry_count": attempts,
+              "retry_exhausted": exhausted, "timeout": False})
+        return ToolOutcome("error", error=error, attempts=attempts)
+
+
+def _reason(resp: httpx.Response) -> str:
+    try:
+        data = resp.json()
+        if isinstance(data, dict) and data.get("detail"):
+            return str(data["detail"])[:200]
+    except ValueError:
+        pass
+    return resp.reason_phrase or "failed"

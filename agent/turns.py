@@ -1,0 +1,220 @@
+"""A turn runs as a server-side task that outlives the connection (PROTOCOL §4).
+
+The task drives the graph, converts what it streams into PROTOCOL §2 events, records the turn
+as it happens, and hands events to whoever is listening. A dropped connection only detaches
+the listener; a cancel stops the task, keeps the partial answer and closes dangling calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from agentchat.agent.graph import TurnRuntime
+from agentchat.agent.store import Store
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from agentchat.errors import AgentChatError, ErrorCode
+
+log = logging.getLogger("agentchat.agent.turns")
+END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
+
+
+@dataclass
+class Turn:
+    """One run of the graph for one submit: a first turn, a resume, or a retry."""
+
+    conversation_id: str
+    turn_id: str
+    session_id: str
+    runtime: TurnRuntime
+    graph_input: Any
+    queue: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    task: asyncio.Task[None] | None = None
+    text: str = ""
+    listening: bool = True
+    status: str = "running"
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.listening:
+            self.queue.put_nowait(event)
+
+    def detach(self) -> None:
+        """The connection dropped: keep running, stop queueing events nobody reads."""
+        self.listening = False
+
+
+class TurnRunner:
+    def __init__(self, *, graph: CompiledStateGraph, store: Store, lease_s: float) -> None:
+        self.graph = graph
+        self.store = store
+        self.lease_s = lease_s
+        self.active: dict[str, Turn] = {}
+
+    def start(self, turn: Turn) -> Turn:
+        self.active[turn.conversation_id] = turn
+        turn.task = asyncio.create_task(self._run(turn), name=f"turn-{turn.turn_id}")
+        return turn
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Let running turns finish at shutdown (they were promised to the user)."""
+        tasks = [t.task for t in self.active.values() if t.task]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+    def config(self, conversation_id: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": conversation_id}}
+
+    async def _heartbeat(self, turn: Turn) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            with contextlib.suppress(AgentChatError):
+                await self.store.extend_lease(turn.conversation_id, turn.session_id,
+                                              self.lease_s)
+
+    async def _run(self, turn: Turn) -> None:
+        beat = asyncio.create_task(self._heartbeat(turn))
+        try:
+            await self._stream(turn)
+        except asyncio.CancelledError:
+            await self._after_cancel(turn)
+            raise
+        except AgentChatError as e:
+            await self._after_failure(turn, e)
+        except Exception:  # never leak a stack trace to the client
+            log.exception("turn %s failed", turn.turn_id)
+            await self._after_failure(turn, AgentChatError(ErrorCode.INTERNAL,
+                                                           "internal error"))
+        finally:
+            beat.cancel()
+            with contextlib.suppress(Exception):
+                await self.store.extend_lease(turn.conversation_id, turn.session_id,
+                                              self.lease_s)
+            if self.active.get(turn.conversation_id) is turn:
+                del self.active[turn.conversation_id]
+            turn.emit(END_OF_STREAM)
+
+    async def _stream(self, turn: Turn) -> None:
+        config = self.config(turn.conversation_id)
+        async for mode, chunk in self.graph.astream(
+            turn.graph_input, config, context=turn.runtime,
+            stream_mode=["messages", "custom", "updates"],
+        ):
+            if mode == "messages":
+                msg, meta = chunk
+                if meta.get("langgraph_node") == "model" and isinstance(msg, AIMessageChunk):
+                    text = msg.text
+                    if text:
+                        turn.text += text
+                        turn.emit({"type": "stream_token", "token": text})
+            elif mode == "custom" and isinstance(chunk, dict):
+                await self._record_tool_event(turn, chunk)
+                turn.emit(chunk)
+            elif mode == "updates" and "__interrupt__" in chunk:
+                for intr in chunk["__interrupt__"]:
+                    await self._raise_card(turn, dict(intr.value))
+                    return
+        state = await self.graph.aget_state(config)
+        halt = state.values.get("halt")
+        if halt:
+            await self._finish(turn, "failed", halt["code"])
+            turn.emit({"type": "error", "code": halt["code"], "detail": halt["detail"],
+                       "retryable": False})
+            return
+        message_id = str(uuid.uuid4())
+        await self.store.add_message(message_id=message_id, conversation_id=turn.conversation_id,
+                                     turn_id=turn.turn_id, role="assistant", content=turn.text)
+        await self._finish(turn, "completed")
+        turn.emit({"type": "final", "message_id": message_id, "content": turn.text})
+
+    async def _raise_card(self, turn: Turn, card: dict[str, Any]) -> None:
+        if turn.text:
+            await self.store.add_message(message_id=str(uuid.uuid4()),
+                                         conversation_id=turn.conversation_id,
+                                         turn_id=turn.turn_id, role="assistant",
+                                         content=turn.text)
+        await self.store.add_confirmation(
+            confirm_id=card["confirm_id"], conversation_id=turn.conversation_id,
+            turn_id=turn.turn_id, call_id=card["call_id"], payload=card,
+            expires_at=datetime.fromisoformat(card["expires_at"]))
+        await self._finish(turn, "awaiting_confirmation")
+        turn.emit(card)
+
+    async def _record_tool_event(self, turn: Turn, event: dict[str, Any]) -> None:
+        kind, cid = event.get("type"), str(event.get("call_id"))
+        if kind == "tool_start":
+            await self.store.tool_started(conversation_id=turn.conversation_id,
+                                          turn_id=turn.turn_id, call_id=cid,
+                                          tool=str(event["tool"]), tool_input=event["input"])
+        elif kind == "tool_end":
+            await self.store.tool_finished(conversation_id=turn.conversation_id, call_id=cid,
+                                           outcome="ok", output=event.get("output"))
+        elif kind == "tool_error":
+            await self.store.tool_finished(conversation_id=turn.conversation_id, call_id=cid,
+                                           outcome="error", error=event.get("error"),
+                                           attempts=int(event.get("retry_count", 1)))
+        elif kind == "tool_timeout":
+            await self.store.tool_finished(conversation_id=turn.conversation_id, call_id=cid,
+                                           outcome="timeout", error="timeout")
+
+    async def _finish(self, turn: Turn, status: str, error_code: str | None = None) -> None:
+        turn.status = status
+        await self.store.finish_turn(turn.turn_id, status, error_code)
+        await self.store.touch(turn.conversation_id)
+
+    async def close_dangling(self, conversation_id: str, reason: str) -> list[ToolMessage]:
+        """Give every tool call of the thread's last model message a ToolMessage."""
+        config = self.config(conversation_id)
+        state = await self.graph.aget_state(config)
+        messages: list[BaseMessage] = state.values.get("messages", [])
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        patch = [ToolMessage(content=reason, tool_call_id=c["id"] or "", name=c["name"],
+                             status="error")
+                 for c in (last_ai.tool_calls if last_ai else []) if c["id"] not in answered]
+        return patch
+
+    async def _patch_state(self, turn: Turn, reason: str, partial_text: str) -> None:
+        patch: list[BaseMessage] = list(await self.close_dangling(turn.conversation_id, reason))
+        if partial_text:
+            patch.append(AIMessage(content=partial_text))
+        if patch:
+            await self.graph.aupdate_state(self.config(turn.conversation_id),
+                                           {"messages": patch}, as_node="tools")
+
+    async def _after_cancel(self, turn: Turn) -> None:
+        # Shielded: the task is being cancelled, but the records must still be written.
+        async def record() -> None:
+            await self._patch_state(turn, "cancelled by the user", turn.text)
+            await self.store.close_dangling_calls(turn.conversation_id, "cancelled")
+            await self.store.add_message(message_id=str(uuid.uuid4()),
+                                         conversation_id=turn.conversation_id,
+                                         turn_id=turn.turn_id, role="assistant",
+                                         content=turn.text, partial=True)
+            await self._finish(turn, "partial", "CANCELLED")
+
+        try:
+            await asyncio.shield(record())
+        except Exception:
+            log.exception("recording the cancelled turn %s failed", turn.turn_id)
+
+    async def _after_failure(self, turn: Turn, err: AgentChatError) -> None:
+        try:
+            await self._patch_state(turn, f"not completed: {err.code}", "")
+            await self.store.close_dangling_calls(turn.conversation_id, "error")
+            if turn.text:
+                await self.store.add_message(message_id=str(uuid.uuid4()),
+                                             conversation_id=turn.conversation_id,
+                                             turn_id=turn.turn_id, role="assistant",
+                                             content=turn.text, partial=True)
+            await self._finish(turn, "failed", str(err.code))
+        except Exception:
+            log.warning("recording the failed turn %s failed", turn.turn_id)
+        turn.emit({"type": "error", "code": str(err.code), "detail": err.detail,
+                   "retryable": err.retryable})
