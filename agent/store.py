@@ -39,7 +39,9 @@ EXTEND_LEASE = """
 UPDATE leases SET until = now() + make_interval(secs => %(secs)s)
  WHERE conversation_id = %(id)s AND session_id = %(session)s
 """
-GET_LEASE = "SELECT session_id, until, until > now() AS active FROM leases WHERE conversation_id = %(id)s"
+GET_LEASE = """
+SELECT session_id, until, until > now() AS active FROM leases WHERE conversation_id = %(id)s
+"""
 
 INSERT_TURN = "INSERT INTO turns (id, conversation_id) VALUES (%(id)s, %(conversation_id)s)"
 FINISH_TURN = """

@@ -62,11 +62,11 @@ class TurnRunner:
         turn.task = asyncio.create_task(self._run(turn), name=f"turn-{turn.turn_id}")
         return turn
 
-    async def drain(self, timeout: float = 30.0) -> None:
+    async def drain(self, grace_s: float = 30.0) -> None:
         """Let running turns finish at shutdown (they were promised to the user)."""
         tasks = [t.task for t in self.active.values() if t.task]
         if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
+            await asyncio.wait(tasks, timeout=grace_s)
 
     def config(self, conversation_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": conversation_id}}

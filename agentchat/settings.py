@@ -18,7 +18,8 @@ PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 class SharedSettings(BaseSettings):
     """Database, data folder, identities and the tool catalog."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENTCHAT_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="AGENTCHAT_", extra="ignore",
+                                      populate_by_name=True)
 
     # Unset: an embedded PostgreSQL is started under data_dir (see agentchat.db).
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")

@@ -117,7 +117,7 @@ class PolicyStore:
         (a missed event, or a folder that did not exist yet, costs at most that long)."""
         folders = [self.policy_dir, self.catalog_path.parent]
         while not stop.is_set():
-            existing = [str(f) for f in folders if f.exists()]
+            existing = [f for f in folders if f.exists()]
             try:
                 if not existing:
                     raise FileNotFoundError(folders[0])
@@ -126,8 +126,8 @@ class PolicyStore:
                         stop_event=stop, rust_timeout=int(poll_s * 1000),
                         yield_on_timeout=True, recursive=True):
                     await self.areload()
-                    if any(not f.exists() for f in folders):
-                        break  # a folder vanished: re-arm the watcher once it is back
+                    if [f for f in folders if f.exists()] != existing:
+                        break  # a folder came or went: re-arm the watcher on what exists
             except (FileNotFoundError, OSError) as e:
                 log.warning("cannot watch the policy folders (%s); polling", e)
                 await self.areload()
