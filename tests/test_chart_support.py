@@ -6,9 +6,12 @@ No tests here; pytest collects the module and finds none. helm comes from tools/
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +64,29 @@ def run_helm(*args: str) -> str:
     return done.stdout
 
 
-def _args(files: list[Path] | tuple[Path, ...], sets: dict[str, str] | None) -> list[str]:
+def _nested(sets: dict[str, Any]) -> dict[str, Any]:
+    """{"a.b": 1, "c.d\\.yaml": "x"} -> {"a": {"b": 1}, "c": {"d.yaml": "x"}}."""
+    tree: dict[str, Any] = {}
+    for dotted, value in sets.items():
+        keys = [k.replace("\0", ".") for k in dotted.replace("\\.", "\0").split(".")]
+        node = tree
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    return tree
+
+
+def _args(files: list[Path] | tuple[Path, ...], sets: dict[str, Any] | None) -> list[str]:
+    """Values files, then `sets` as one more values file: --set would split strings on commas."""
     args: list[str] = []
     for f in files:
         args += ["-f", str(f)]
-    for key, value in (sets or {}).items():
-        args += ["--set-string" if isinstance(value, str) else "--set", f"{key}={value}"]
+    if sets:
+        fd, name = tempfile.mkstemp(prefix="values-", suffix=".yaml")
+        with os.fdopen(fd, "w") as out:
+            yaml.safe_dump(_nested(sets), out)
+        atexit.register(os.unlink, name)
+        args += ["-f", name]
     return args
 
 
