@@ -53,11 +53,14 @@ class CheckpointSpec(_Spec):
     interval_seconds: int = Field(default=3600, ge=1)
 
 
+_DNS_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
 class NamesSpec(_Spec):
-    signing_keys_secret: str | None = None
-    jwks_secret: str | None = None
-    jwks_config_map: str | None = None
-    service_token_secret: str | None = None
+    signing_keys_secret: str | None = Field(default=None, pattern=_DNS_NAME, max_length=253)
+    jwks_secret: str | None = Field(default=None, pattern=_DNS_NAME, max_length=253)
+    jwks_config_map: str | None = Field(default=None, pattern=_DNS_NAME, max_length=253)
+    service_token_secret: str | None = Field(default=None, pattern=_DNS_NAME, max_length=253)
 
 
 class AgentChatSpec(_Spec):

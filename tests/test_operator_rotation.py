@@ -1,0 +1,75 @@
+"""Key stages over simulated time (pure logic), checked with the sidecar's verifier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentchat.operator.rotation import RotationPolicy, next_due, plan_rotation
+
+from agentchat.errors import TokenError
+from agentchat.identity import JwksFile, service_verifier
+from agentchat.keys import KeyRing, sign_service_token, write_atomic
+from agentchat.settings import SharedSettings
+
+POLICY = RotationPolicy(interval_s=100, pre_publication_s=20, overlap_s=50)
+T0 = 1_800_000_000.0
+
+
+def stages(ring: KeyRing) -> dict[str, list[str]]:
+    return {s: [k.kid for k in ring.by_stage(s)] for s in ("next", "current", "previous")}
+
+
+def test_lifecycle_next_current_previous_gone() -> None:
+    plan = plan_rotation(None, POLICY, T0)
+    assert [a.verb for a in plan.actions] == ["created"]
+    first = plan.ring.current().kid
+    # Nothing is due before interval - pre-publication.
+    assert not plan_rotation(plan.ring, POLICY, T0 + 79).changed
+    assert next_due(plan.ring, POLICY) == T0 + 80
+    published = plan_rotation(plan.ring, POLICY, T0 + 80)
+    assert [a.verb for a in published.actions] == ["published"]
+    nxt = stages(published.ring)["next"][0]
+    assert stages(published.ring)["current"] == [first]
+    promoted = plan_rotation(published.ring, POLICY, T0 + 100)
+    assert [a.verb for a in promoted.actions] == ["promoted"]
+    assert stages(promoted.ring) == {"next": [], "current": [nxt], "previous": [first]}
+    assert not plan_rotation(promoted.ring, POLICY, T0 + 149).changed
+    retired = plan_rotation(promoted.ring, POLICY, T0 + 150)
+    assert [a.verb for a in retired.actions] == ["retired"]
+    assert first not in stages(retired.ring)["previous"]
+
+
+def test_a_late_start_publishes_first_and_promotes_only_after_the_delay() -> None:
+    """The operator was down past the rotation time: the next key still waits its delay."""
+    ring = plan_rotation(None, POLICY, T0).ring
+    late = plan_rotation(ring, POLICY, T0 + 500)
+    assert [a.verb for a in late.actions] == ["published"]
+    assert not plan_rotation(late.ring, POLICY, T0 + 519).changed
+    assert [a.verb for a in plan_rotation(late.ring, POLICY, T0 + 520).actions] == ["promoted"]
+
+
+def test_previous_key_verifies_until_the_overlap_ends(tmp_path: Path) -> None:
+    ring = plan_rotation(None, POLICY, T0).ring
+    ring = plan_rotation(ring, POLICY, T0 + 80).ring
+    # Signed by the current key just before it is demoted; lifetime within the overlap.
+    token = sign_service_token(ring, issuer="agentchat", audience="ss-tools", lifetime_s=3600)
+    demoted = plan_rotation(ring, POLICY, T0 + 100).ring
+    path = tmp_path / "jwks.json"
+    settings = SharedSettings(service_jwks_path=path)
+    verifier = service_verifier(settings, JwksFile(path))
+    write_atomic(path, __import__("json").dumps(demoted.public_jwks()))
+    assert verifier.verify(token).sub == "agentchat-agent"
+    gone = plan_rotation(demoted, POLICY, T0 + 150).ring
+    write_atomic(path, __import__("json").dumps(gone.public_jwks()))
+    with pytest.raises(TokenError, match="unknown_kid"):
+        verifier.verify(token)
+
+
+def test_next_key_never_signs() -> None:
+    ring = plan_rotation(plan_rotation(None, POLICY, T0).ring, POLICY, T0 + 80).ring
+    token = sign_service_token(ring, issuer="i", audience="a")
+    import jwt
+
+    assert jwt.get_unverified_header(token)["kid"] == ring.current().kid
+    assert ring.current().kid not in stages(ring)["next"]
