@@ -79,6 +79,7 @@ class PolicySource:
     groups: tuple[tuple[str, str], ...]  # g2 from the file: (tool or group, group)
     tests: tuple[tuple[str, str], ...]  # (file name, YAML text)
     revision: str
+    role_order: tuple[str, ...] = ()  # roles in order of first appearance in the file
 
 
 def _model_sections(text: str) -> dict[str, str]:
@@ -105,12 +106,14 @@ def check_model(text: str, where: str = MODEL_FILE) -> None:
 
 
 def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
-        tuple[Rule, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+        tuple[Rule, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...],
+        tuple[str, ...]]:
     model = Model()
     model.load_model_from_text(SUPPORTED_MODEL)
     rules: list[Rule] = []
     roles: list[tuple[str, str]] = []
     groups: list[tuple[str, str]] = []
+    order: dict[str, None] = {}
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -131,11 +134,15 @@ def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
             if fields[3] not in ("allow", "deny"):
                 raise PolicyError(f"{where}:{no}: effect must be allow or deny, not {fields[3]!r}")
             rules.append(Rule(no, *fields))
+            order.setdefault(fields[0])
         else:
             if len(fields) != 2:
                 raise PolicyError(f"{where}:{no}: {key} needs 2 fields")
             (roles if key == "g" else groups).append((fields[0], fields[1]))
-    return tuple(rules), tuple(roles), tuple(groups)
+            if key == "g":
+                order.setdefault(fields[0])
+                order.setdefault(fields[1])
+    return tuple(rules), tuple(roles), tuple(groups), tuple(order)
 
 
 def read_folder(folder: Path | str) -> PolicySource:
@@ -153,11 +160,12 @@ def read_folder(folder: Path | str) -> PolicySource:
     except UnicodeDecodeError as e:
         raise PolicyError(f"{folder}: not UTF-8 text: {e.reason}") from None
     check_model(model_text, str(folder / MODEL_FILE))
-    rules, roles, groups = parse_lines(policy_text, str(folder / POLICY_FILE))
+    rules, roles, groups, order = parse_lines(policy_text, str(folder / POLICY_FILE))
     digest = hashlib.sha256()
     for name, text in (("model", model_text), ("policy", policy_text), *tests):
         digest.update(f"{name}\0{len(text)}\0{text}".encode())
-    return PolicySource(folder, model_text, rules, roles, groups, tests, digest.hexdigest()[:16])
+    return PolicySource(folder, model_text, rules, roles, groups, tests, digest.hexdigest()[:16],
+                        order)
 
 
 def catalog_groups(catalog: Catalog) -> tuple[tuple[str, str], ...]:

@@ -97,8 +97,11 @@ class Snapshot:
                         deny |= slot[1]
                 per_dom[dom] = (allow, deny)
             self._eff[role] = per_dom
-        # "Least" role first: the one that brings the fewest inherited roles, then by name.
-        self._ranked = sorted(ancestors, key=lambda r: (len(ancestors[r]), r))
+        # "Least" role first: the one that brings the fewest inherited roles, then the one
+        # the policy file names first (platform teams list their main roles first).
+        first = {r: i for i, r in enumerate(source.role_order)}
+        self._ranked = sorted(ancestors, key=lambda r: (len(ancestors[r]), first.get(r, 1 << 30),
+                                                        r))
         self._ancestors = ancestors
         self._obj_groups = obj_groups
         self._memo: dict[tuple[Roles, str], tuple[int, int]] = {}
