@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def _cmd_sandbox(args: argparse.Namespace) -> int:
     import uvicorn
     from agentchat.sandbox.app import create_app
     from agentchat.sandbox.settings import SandboxSettings
+    from pydantic import ValidationError
 
-    settings = SandboxSettings()
-    host = args.host or settings.host
-    port = args.port or settings.port
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    from agentchat.errors import CatalogError
+
+    try:
+        settings = SandboxSettings()
+        app = create_app(settings)
+    except (ValidationError, CatalogError) as e:
+        # A clear refusal instead of a traceback; settings errors never include the input.
+        print(f"agentchat sandbox: refusing to start: {e}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host or settings.host, port=args.port or settings.port,
+                log_level="info")
     return 0
 
 
