@@ -1,0 +1,216 @@
+"""Benchmark: prune 2,000 threads of 10 turns each while a writer keeps running chat turns.
+
+The threads are written with the real `AsyncPostgresSaver` (each turn adds a user message and
+a ~1.3 KB answer, so the state grows like a chat's). Half are past retention (deleted), half
+idle (keep only the latest checkpoint). The writer runs turns on its own threads, each under
+the per-conversation lock, exactly as the agent does. The pruner runs in its own process, as
+the operator would.
+
+Baseline in the same run: the same writer for the same time without pruning.
+Goals: writer p99 with pruning <= 2x baseline; no lock wait over 100 ms.
+
+    TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test \
+        .venv/bin/python bench/prune_checkpoints.py [--threads 2000] [--turns 10]
+
+Prints one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import operator
+import os
+import statistics
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import END, START, StateGraph
+
+from agentchat.db import conversation_lock, create_pool, migrate
+
+ANSWER = "ответ " * 220  # ~1.3 KB
+
+
+class State(TypedDict):
+    messages: Annotated[list[str], operator.add]
+
+
+def _answer(state: State) -> dict[str, Any]:
+    return {"messages": [ANSWER]}
+
+
+def graph(saver: AsyncPostgresSaver) -> Any:
+    g = StateGraph(State)
+    g.add_node("model", _answer)
+    g.add_edge(START, "model")
+    g.add_edge("model", END)
+    return g.compile(checkpointer=saver)
+
+
+def _cfg(tid: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": tid}}
+
+
+async def seed(url: str, threads: int, turns: int) -> None:
+    pool = create_pool(url, min_size=8, max_size=8, timeout=60)
+    await pool.open(wait=True)
+    now = datetime.now(UTC)
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(threads):
+        queue.put_nowait(i)
+
+    async def worker() -> None:
+        # One saver per worker: a saver serializes its own calls behind an asyncio.Lock.
+        g = graph(AsyncPostgresSaver(pool))  # type: ignore[arg-type]
+        while not queue.empty():
+            i = queue.get_nowait()
+            tid = f"old-{i}"
+            active = now - timedelta(days=120 if i % 2 else 2)
+            async with pool.connection() as conn:
+                await conn.execute("INSERT INTO conversations (id, owner, last_activity_at)"
+                                   " VALUES (%s, 'bench', %s)", (tid, active))
+            for t in range(turns):
+                await g.ainvoke({"messages": [f"question {t} " + "x" * 150]}, _cfg(tid))
+
+    await asyncio.gather(*(worker() for _ in range(8)))
+    await pool.close()
+
+
+async def writer(url: str, stop: asyncio.Event, lat: list[float], waits: list[float]) -> None:
+    """Chat turns on 20 live threads, each under the conversation lock (like the agent)."""
+    pool = create_pool(url, min_size=4, max_size=4)
+    await pool.open(wait=True)
+    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    g = graph(saver)
+    tids = [f"live-{uuid.uuid4().hex[:8]}" for _ in range(20)]
+    async with pool.connection() as conn:
+        for tid in tids:
+            await conn.execute("INSERT INTO conversations (id, owner) VALUES (%s, 'w')", (tid,))
+    i = 0
+    async with pool.connection() as lock_conn:
+        while not stop.is_set():
+            tid = tids[i % len(tids)]
+            i += 1
+            t0 = time.perf_counter()
+            async with conversation_lock(lock_conn, tid):
+                waits.append(time.perf_counter() - t0)
+                await g.ainvoke({"messages": ["q " + "y" * 150]}, _cfg(tid))
+                async with pool.connection() as conn:
+                    await conn.execute("UPDATE conversations SET last_activity_at = now()"
+                                       " WHERE id = %s", (tid,))
+            lat.append(time.perf_counter() - t0)
+    await pool.close()
+
+
+def _prune_process(url: str, batch: int, out: Any) -> None:
+    from agentchat.operator.pruning import Retention, prune
+
+    async def run() -> dict[str, Any]:
+        pool = create_pool(url, min_size=2, max_size=3)
+        await pool.open(wait=True)
+        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        report = await prune(pool, saver, Retention(idle_s=3600, inactive_s=90 * 86400,
+                                                    archived_s=30 * 86400, batch_size=batch))
+        await pool.close()
+        return report.to_status()
+
+    out.put(asyncio.run(run()))
+
+
+async def total_rows(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute("SELECT (SELECT count(*) FROM checkpoints) + (SELECT count(*)"
+                                 " FROM checkpoint_blobs) + (SELECT count(*) FROM"
+                                 " checkpoint_writes)")
+        row = await cur.fetchone()
+        return int(row[0])  # type: ignore[index]
+
+
+def p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[98] if len(values) > 2 else max(values)
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    server = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    name = "bench_prune_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    params = psycopg.conninfo.conninfo_to_dict(server)
+    params["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+    try:
+        async with await psycopg.AsyncConnection.connect(
+                url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            await migrate(conn)
+            await AsyncPostgresSaver(conn).setup()  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        await seed(url, args.threads, args.turns)
+        seed_s = time.perf_counter() - t0
+        print(f"seeded {args.threads}x{args.turns} in {seed_s:.1f}s", file=sys.stderr)
+
+        # Baseline: the writer alone.
+        base_lat: list[float] = []
+        base_wait: list[float] = []
+        stop = asyncio.Event()
+        task = asyncio.create_task(writer(url, stop, base_lat, base_wait))
+        await asyncio.sleep(args.baseline_s)
+        stop.set()
+        await task
+
+        # The same writer while the pruner runs in its own process.
+        rows_before = await total_rows(url)
+        lat: list[float] = []
+        waits: list[float] = []
+        stop = asyncio.Event()
+        task = asyncio.create_task(writer(url, stop, lat, waits))
+        await asyncio.sleep(1.0)  # the writer is warm before pruning starts
+        out: Any = multiprocessing.get_context("spawn").Queue()
+        proc = multiprocessing.get_context("spawn").Process(
+            target=_prune_process, args=(url, args.batch, out))
+        t0 = time.perf_counter()
+        proc.start()
+        report = await asyncio.to_thread(out.get)
+        prune_s = time.perf_counter() - t0
+        await asyncio.to_thread(proc.join)
+        stop.set()
+        await task
+        rows_deleted = rows_before - await total_rows(url)
+    finally:
+        with psycopg.connect(server, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    base_p99, prune_p99 = p99(base_lat) * 1000, p99(lat) * 1000
+    max_wait = max(waits) * 1000
+    return {
+        "benchmark": "prune_checkpoints", "threads": args.threads, "turns": args.turns,
+        "seed_seconds": round(seed_s, 1), "prune_seconds": round(prune_s, 2),
+        # The pruner's own count (the writer adds rows meanwhile) over its own run time
+        # (prune_seconds includes starting the process).
+        "rows_deleted": report["rowsDeleted"],
+        "rows_deleted_per_s": round(report["rowsDeleted"] / report["durationS"]),
+        "net_rows_removed": rows_deleted,
+        "report": report,
+        "writer_turns_baseline": len(base_lat), "writer_turns_pruning": len(lat),
+        "writer_p99_ms_baseline": round(base_p99, 1), "writer_p99_ms_pruning": round(prune_p99, 1),
+        "writer_p99_ratio": round(prune_p99 / base_p99, 2),
+        "writer_max_lock_wait_ms": round(max_wait, 2),
+        "goals_met": prune_p99 <= 2 * base_p99 and max_wait <= 100,
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=2000)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--baseline-s", type=float, default=15.0)
+    result = asyncio.run(main(parser.parse_args()))
+    print(json.dumps(result))
