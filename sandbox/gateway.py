@@ -88,7 +88,7 @@ class Gateway:
                 audit(args, target, "error")
                 return _error(422, ErrorCode.INVALID_REQUEST, "Idempotency-Key is too long")
             # One key at a time: a concurrent twin waits here, then finds the stored response.
-            async with self.idempotency.lock(key):
+            async with self.idempotency.hold(key):
                 fp = fingerprint(tool.name, args, caller.user.sub)
                 stored = self.idempotency.get(key)
                 if stored is not None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +33,21 @@ def fingerprint(operation: str, args: dict[str, Any], user: str) -> str:
 class IdempotencyStore:
     def __init__(self) -> None:
         self._done: dict[str, StoredResponse] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        # key -> (lock, requests holding or waiting for it); dropped when the last one leaves.
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
-    def lock(self, key: str) -> asyncio.Lock:
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
         """The per-key lock a request holds from lookup to store (serializes one key only)."""
-        return self._locks.setdefault(key, asyncio.Lock())
+        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0 and self._locks.get(key, (None,))[0] is lock:
+                del self._locks[key]
 
     def get(self, key: str) -> StoredResponse | None:
         return self._done.get(key)
@@ -44,5 +56,5 @@ class IdempotencyStore:
         self._done[key] = response
 
     def clear(self) -> None:
+        # Locks in use stay: their holders finish and drop them.
         self._done.clear()
-        self._locks.clear()
