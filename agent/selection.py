@@ -102,6 +102,7 @@ class SelectionSettings(SharedSettings):
     selection_threshold: float | None = None
     selection_min_tools: int = 3
     selection_fallback_top_k: int = 3
+    selection_intent_bonus: float = 0.1
     embeddings_url: str | None = None
     embeddings_model: str | None = None
     embeddings_api_key: SecretStr | None = None
@@ -121,7 +122,7 @@ class ToolSelector:
 
     def __init__(self, catalog: Catalog, embedder: Embedder | None = None, *,
                  threshold: float | None = None, min_tools: int = 3, top_k: int = 3,
-                 use_keywords: bool = True) -> None:
+                 intent_bonus: float = 0.1, use_keywords: bool = True) -> None:
         self.catalog = catalog
         self.names = catalog.names
         self.matcher = KeywordMatcher(catalog)
@@ -130,6 +131,7 @@ class ToolSelector:
             embedder.default_threshold if embedder is not None else 1.0)
         self.min_tools = min_tools
         self.top_k = top_k
+        self.intent_bonus = intent_bonus
         self.use_keywords = use_keywords
         self._index: ToolIndex | None = None
         self._index_lock = threading.Lock()
@@ -191,7 +193,7 @@ class ToolSelector:
         keyword_count = len(chosen - {CAPABILITIES})
         fallback: dict[str, Any] = {"ran": False}
         if keyword_count < self.min_tools and self.embedder is not None:
-            fallback = self._fallback(query, chosen, prefetch_available, context_intent)
+            fallback = self._fallback(query, chosen, prefetch_available, intents)
             add(fallback["added"], "fallback")
             intents |= expand()
             suppressed = sorted(set(suppressed) | set(suppress()))
@@ -218,15 +220,23 @@ class ToolSelector:
         return Selection(tools=tools, explain=explain)
 
     def _fallback(self, query: str, chosen: set[str], prefetch: bool,
-                  context_intent: str | None) -> dict[str, Any]:
+                  intents: set[str]) -> dict[str, Any]:
         assert self.embedder is not None
         out: dict[str, Any] = {"ran": True, "backend": self.embedder.name,
                                "threshold": self.threshold, "added": [], "error": None}
         try:
-            scores = self._tool_index().scores(query)
+            raw = self._tool_index().scores(query)
         except EmbeddingsUnavailable as e:
             out["error"] = str(e)
             return out
+        # Steer toward the intents already found (a keyword, the UIContext's object): their
+        # other tools get a bonus, so "зарелизить этот отчёт" on a dashboard page finds the
+        # dashboard's deploy rather than a dataset refresh.
+        steer = intents - {"capabilities"}
+        scores = {n: round(s + (self.intent_bonus if TOOL_INTENT.get(n) in steer else 0.0), 4)
+                  for n, s in raw.items()}
+        scores = dict(sorted(scores.items(), key=lambda kv: -kv[1]))
+        out["intent_bonus"] = {"intents": sorted(steer), "bonus": self.intent_bonus}
         out["scores"] = dict(list(scores.items())[:6])
         candidates = [
             name for name, score in scores.items()
@@ -250,7 +260,7 @@ def selector_from_settings(settings: SelectionSettings, catalog: Catalog | None 
     return ToolSelector(
         catalog or cached_catalog(str(settings.catalog_path)), embedder,
         threshold=settings.selection_threshold, min_tools=settings.selection_min_tools,
-        top_k=settings.selection_fallback_top_k,
+        top_k=settings.selection_fallback_top_k, intent_bonus=settings.selection_intent_bonus,
     )
 
 

