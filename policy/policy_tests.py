@@ -38,6 +38,8 @@ from agentchat.identity import parse_roles
 from .engine import CheckRequest, Decision, decide
 from .snapshot import Snapshot
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class Case(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -99,7 +101,7 @@ def _diff(case: Case, got: Decision) -> list[str]:
 
 def run_case_file(snapshot: Snapshot, name: str, text: str, report: TestReport) -> None:
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_LOADER)
         cases = CaseFile.model_validate(raw).cases
     except (yaml.YAMLError, ValidationError) as e:
         report.failures.append(f"{name}: not a valid policy test file: {e}")

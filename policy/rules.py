@@ -11,6 +11,7 @@ refused at load, because the compiled snapshot would silently disagree with Casb
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,20 +146,40 @@ def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
     return tuple(rules), tuple(roles), tuple(groups), tuple(order)
 
 
-def read_folder(folder: Path | str) -> PolicySource:
+def _version_root(folder: Path) -> Path:
+    """Where to read from: a ConfigMap's current `..data` version, resolved once, so every
+    file comes from the same version even if kubelet swaps and deletes it meanwhile."""
+    data = folder / "..data"
+    return Path(os.path.realpath(data)) if data.is_symlink() else folder
+
+
+def _read_texts(root: Path) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    model_text = (root / MODEL_FILE).read_text(encoding="utf-8")
+    policy_text = (root / POLICY_FILE).read_text(encoding="utf-8")
+    test_dir = root / TESTS_DIR
+    tests = tuple((p.name, p.read_text(encoding="utf-8"))
+                  for p in sorted(test_dir.glob("*.yaml"))) if test_dir.is_dir() else ()
+    return model_text, policy_text, tests
+
+
+def read_folder(folder: Path | str, attempts: int = 5) -> PolicySource:
     """Read a policy folder; the revision is a digest of every file it holds."""
     folder = Path(folder)
-    try:
-        model_text = (folder / MODEL_FILE).read_text(encoding="utf-8")
-        policy_text = (folder / POLICY_FILE).read_text(encoding="utf-8")
-        test_dir = folder / TESTS_DIR
-        tests = tuple((p.name, p.read_text(encoding="utf-8"))
-                      for p in sorted(test_dir.glob("*.yaml"))) if test_dir.is_dir() else ()
-    except OSError as e:
-        raise PolicyError(f"{folder}: cannot read the policy: {e.strerror}: "
-                          f"{e.filename}") from None
-    except UnicodeDecodeError as e:
-        raise PolicyError(f"{folder}: not UTF-8 text: {e.reason}") from None
+    for attempt in range(attempts):
+        root = _version_root(folder)
+        try:
+            model_text, policy_text, tests = _read_texts(root)
+        except OSError as e:
+            if _version_root(folder) != root and attempt + 1 < attempts:
+                continue  # swapped (and the old version deleted) while reading: read again
+            raise PolicyError(f"{folder}: cannot read the policy: {e.strerror}: "
+                              f"{e.filename}") from None
+        except UnicodeDecodeError as e:
+            raise PolicyError(f"{folder}: not UTF-8 text: {e.reason}") from None
+        if _version_root(folder) == root:
+            break  # nothing swapped while reading: one consistent version
+    else:
+        raise PolicyError(f"{folder}: kept changing while being read")
     check_model(model_text, str(folder / MODEL_FILE))
     rules, roles, groups, order = parse_lines(policy_text, str(folder / POLICY_FILE))
     digest = hashlib.sha256()

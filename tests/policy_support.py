@@ -31,7 +31,8 @@ def configmap_folder(root: Path, source: Path = SHIPPED_POLICY) -> Path:
 
 
 def swap_configmap(root: Path, edit: Callable[[Path], None]) -> None:
-    """Copy the live version, edit the copy, then swap `..data` in one rename (as kubelet)."""
+    """Copy the live version, edit the copy, swap `..data` in one rename and delete the old
+    version, as kubelet does."""
     current = root / os.readlink(root / "..data")
     version = "..v" + uuid.uuid4().hex[:8]
     shutil.copytree(current, root / version)
@@ -39,6 +40,7 @@ def swap_configmap(root: Path, edit: Callable[[Path], None]) -> None:
     tmp = root / "..data_tmp"
     tmp.symlink_to(version)
     os.rename(tmp, root / "..data")
+    shutil.rmtree(current)  # kubelet removes the old version right after the swap
 
 
 class PolicyClient:
