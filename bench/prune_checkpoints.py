@@ -110,7 +110,7 @@ async def writer(url: str, stop: asyncio.Event, lat: list[float], waits: list[fl
     await pool.close()
 
 
-def _prune_process(url: str, batch: int, out: Any) -> None:
+def _prune_process(url: str, batch: int, pause: float, out: Any) -> None:
     from agentchat.operator.pruning import Retention, prune
 
     async def run() -> dict[str, Any]:
@@ -118,7 +118,8 @@ def _prune_process(url: str, batch: int, out: Any) -> None:
         await pool.open(wait=True)
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         report = await prune(pool, saver, Retention(idle_s=3600, inactive_s=90 * 86400,
-                                                    archived_s=30 * 86400, batch_size=batch))
+                                                    archived_s=30 * 86400, batch_size=batch,
+                                                    pause_ratio=pause))
         await pool.close()
         return report.to_status()
 
@@ -174,7 +175,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(1.0)  # the writer is warm before pruning starts
         out: Any = multiprocessing.get_context("spawn").Queue()
         proc = multiprocessing.get_context("spawn").Process(
-            target=_prune_process, args=(url, args.batch, out))
+            target=_prune_process, args=(url, args.batch, args.pause_ratio, out))
         t0 = time.perf_counter()
         proc.start()
         report = await asyncio.to_thread(out.get)
@@ -197,7 +198,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "rows_deleted": report["rowsDeleted"],
         "rows_deleted_per_s": round(report["rowsDeleted"] / report["durationS"]),
         "net_rows_removed": rows_deleted,
-        "report": report,
+        "pause_ratio": args.pause_ratio, "report": report,
         "writer_turns_baseline": len(base_lat), "writer_turns_pruning": len(lat),
         "writer_p99_ms_baseline": round(base_p99, 1), "writer_p99_ms_pruning": round(prune_p99, 1),
         "writer_p99_ratio": round(prune_p99 / base_p99, 2),
@@ -212,5 +213,7 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--baseline-s", type=float, default=15.0)
+    # The operator's default (AGENTCHAT_OPERATOR_PRUNE_PAUSE_RATIO); 0 = flat out.
+    parser.add_argument("--pause-ratio", type=float, default=1.0)
     result = asyncio.run(main(parser.parse_args()))
     print(json.dumps(result))

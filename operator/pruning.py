@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -71,6 +72,9 @@ class Retention:
     inactive_s: float
     archived_s: float
     batch_size: int = 200
+    # After each unit of work, sleep `pause_ratio` times as long as it took: the pruner then
+    # uses at most 1/(1+ratio) of a core and of the database, so live turns keep their pace.
+    pause_ratio: float = 0.0
 
 
 @dataclass
@@ -133,7 +137,7 @@ async def prune(pool: AsyncConnectionPool, saver: AsyncPostgresSaver, retention:
                     break
                 after = (rows[-1]["last_activity_at"], rows[-1]["id"])
                 report.batches += 1
-                await _prune_batch(conn, saver, rows, cut, report)
+                await _prune_batch(conn, saver, rows, cut, report, retention.pause_ratio)
                 if len(rows) < retention.batch_size:
                     break
         finally:
@@ -161,8 +165,15 @@ async def _lock_and_recheck(
     return locked, rows
 
 
+async def _pause(started: float, ratio: float) -> None:
+    if ratio > 0:
+        await asyncio.sleep((time.monotonic() - started) * ratio)
+
+
 async def _prune_batch(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver,
-                       rows: list[Any], cut: dict[str, Any], report: PruneReport) -> None:
+                       rows: list[Any], cut: dict[str, Any], report: PruneReport,
+                       pause_ratio: float) -> None:
+    started = time.monotonic()
     # Deletions: the batch at once (these threads have been inactive for days).
     locked, ok = await _lock_and_recheck(conn, [r["id"] for r in rows if r["expired"]],
                                          cut, report)
@@ -180,10 +191,12 @@ async def _prune_batch(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresS
     finally:
         for tid in locked:
             await release_conversation_lock(conn, tid)
+    await _pause(started, pause_ratio)
 
     # Compaction: one thread at a time under its own lock, so a returning user waits for one
     # thread's prune at most, not the batch's.
     for tid in [r["id"] for r in rows if not r["expired"]] + late:
+        started = time.monotonic()
         locked, ok = await _lock_and_recheck(conn, [tid], cut, report)
         try:
             if not ok:
@@ -205,3 +218,4 @@ async def _prune_batch(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresS
         finally:
             for held in locked:
                 await release_conversation_lock(conn, held)
+        await _pause(started, pause_ratio)

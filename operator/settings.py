@@ -22,6 +22,8 @@ class OperatorSettings(SharedSettings):
     # Seconds to wait for the database before a prune reports STORAGE_UNAVAILABLE.
     operator_database_timeout_s: float = Field(default=5.0, gt=0)
 
+    # The pruner sleeps this many times the duration of each unit of work (see pruning.py).
+    operator_prune_pause_ratio: float = Field(default=1.0, ge=0)
     # kopf's wait for its own patches to come back (0 for an API without resourceVersions).
     operator_consistency_timeout_s: float = Field(default=5.0, ge=0)
 

@@ -56,7 +56,7 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
             idle_s=ck.keep_latest_after_idle_hours * 3600,
             inactive_s=ck.delete_inactive_after_days * 86400,
             archived_s=ck.delete_archived_after_days * 86400,
-            batch_size=ck.batch_size,
+            batch_size=ck.batch_size, pause_ratio=settings.operator_prune_pause_ratio,
         ), now=now)
     except PrunerBusy as e:
         memo["prune_next_at"] = now + ck.interval_seconds
