@@ -38,7 +38,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+test: $(STAMP) $(JS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q
 

@@ -20,6 +20,7 @@ from agentchat.db import embedded_url, migrate_url
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, ensure_ring
 from agentchat.settings import SharedSettings
+from stack import Stack, running_stack
 from support import create_database, drop_database
 
 TEMPLATE = "agentchat_template"
@@ -60,6 +61,18 @@ def empty_database_url(pg_server: str) -> Iterator[str]:
     url = create_database(pg_server)
     yield url
     drop_database(pg_server, url)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
+          migrated_template: str) -> Iterator[Stack]:
+    """Sandbox, policy sidecar and agent as real processes on a database of their own."""
+    url = create_database(pg_server, template=migrated_template)
+    try:
+        with running_stack(tmp_path_factory.mktemp("stack"), url) as s:
+            yield s
+    finally:
+        drop_database(pg_server, url)
 
 
 @pytest.fixture

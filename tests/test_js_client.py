@@ -1,0 +1,79 @@
+"""The frontend contract through the real `@gradio/client` (npm) under Node 20.
+
+The Node tests live in tests/js/*.test.mjs; this module starts the system for them (a normal
+agent, a slow one paced like a real model for cancel tests, and one whose LLM endpoint is
+down) and runs `node --test`, so `make test` covers them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentchat.settings import PACKAGE_DATA
+from stack import Stack, running_stack
+from support import ROOT, create_database, drop_database, free_port
+
+JS = ROOT / "tests" / "js"
+
+
+def test_catalog(tmp: Path) -> Path:
+    """The shipped catalog with a 2 s timeout on superset_explore_database (timeout test)."""
+    data = yaml.safe_load((PACKAGE_DATA / "catalog.yaml").read_text())
+    for tool in data["tools"]:
+        if tool["name"] == "superset_explore_database":
+            tool["timeout_s"] = 2
+    path = tmp / "catalog.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    return path
+
+
+test_catalog.__test__ = False  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def js_stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
+             migrated_template: str) -> Iterator[Stack]:
+    url = create_database(pg_server, template=migrated_template)
+    tmp = tmp_path_factory.mktemp("js")
+    try:
+        with running_stack(tmp / "data", url, catalog_path=test_catalog(tmp)) as s:
+            s.start_agent(AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.05")
+            s.start_agent(AGENTCHAT_LLM="openai:gpt-4o-mini",
+                          AGENTCHAT_LLM_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
+                          AGENTCHAT_LLM_API_KEY="unused", AGENTCHAT_LLM_TIMEOUT_S="3")
+            yield s
+    finally:
+        drop_database(pg_server, url)
+
+
+def run_node(stack: Stack, *files: str) -> None:
+    if not (JS / "node_modules" / "@gradio" / "client").exists():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS,
+                       check=True)
+    env = stack.node_env()
+    env.update(
+        SLOW_GRADIO_URL=stack.agents[1].url + "/api/agent/gradio/",
+        LLM_DOWN_GRADIO_URL=stack.agents[2].url + "/api/agent/gradio/",
+        TOKEN_EXPIRED=stack.token("alice", lifetime_s=-600, now=time.time() - 1200),
+    )
+    node = shutil.which("node")
+    assert node, "Node 20 is required for the frontend-contract tests"
+    # --test-force-exit: the client keeps its event streams open after the last test.
+    out = subprocess.run([node, "--test", "--test-force-exit", "--test-reporter=spec", *files],
+                         cwd=JS, env=env, capture_output=True, text=True, timeout=600)
+    print(out.stdout[-20000:])
+    print(out.stderr[-5000:])
+    assert out.returncode == 0, "Node tests failed (output above)"
+
+
+def test_chat_contract(js_stack: Stack) -> None:
+    run_node(js_stack, "chat.test.mjs")
+
+
