@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from support import Service, free_port
 
 from agentchat.identity import DEMO_USERS, DevUserIssuer
 from agentchat.keys import ensure_ring
 from agentchat.settings import SharedSettings
-from support import Service, free_port
 
 CLIENT_SECRET = "stack-test-secret"
 
@@ -51,7 +51,8 @@ class Stack:
 
     def base_env(self) -> dict[str, str]:
         extra = {"AGENTCHAT_CATALOG_PATH": str(self.catalog_path)} if self.catalog_path else {}
-        return {**extra, "AGENTCHAT_DATA_DIR": str(self.data_dir), "DATABASE_URL": self.database_url,
+        return {**extra, "AGENTCHAT_DATA_DIR": str(self.data_dir),
+                "DATABASE_URL": self.database_url,
                 "AGENTCHAT_MODE": "dev", "AGENTCHAT_SANDBOX_CLIENT_SECRET": CLIENT_SECRET,
                 "AGENTCHAT_SANDBOX_TASK_STEP_S": "0.2"}
 

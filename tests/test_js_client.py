@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from agentchat.settings import PACKAGE_DATA
 from stack import Stack, running_stack
 from support import ROOT, create_database, drop_database, free_port
+
+from agentchat.settings import PACKAGE_DATA
 
 JS = ROOT / "tests" / "js"
 
