@@ -38,7 +38,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) $(JS_STAMP)
+test: $(STAMP) $(JS_STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q
 
