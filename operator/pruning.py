@@ -64,6 +64,7 @@ SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = ANY(%(ids)s)) AS chec
 """
 
 DELETE_CONVERSATIONS = "DELETE FROM conversations WHERE id = ANY(%s)"
+DELETE_CHUNK = 25
 
 
 @dataclass(frozen=True)
@@ -173,10 +174,23 @@ async def _pause(started: float, ratio: float) -> None:
 async def _prune_batch(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver,
                        rows: list[Any], cut: dict[str, Any], report: PruneReport,
                        pause_ratio: float) -> None:
+    # Deletions: in chunks of DELETE_CHUNK threads (inactive for days, so the lock wait does
+    # not matter); small transactions keep the WAL bursts that slow live turns short.
+    late: list[str] = []
+    expired_ids = [r["id"] for r in rows if r["expired"]]
+    for i in range(0, len(expired_ids), DELETE_CHUNK):
+        late += await _delete_chunk(conn, saver, expired_ids[i:i + DELETE_CHUNK], cut, report,
+                                    pause_ratio)
+    await _compact(conn, saver, [r["id"] for r in rows if not r["expired"]] + late, cut,
+                   report, pause_ratio)
+
+
+async def _delete_chunk(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver,
+                        ids: list[str], cut: dict[str, Any], report: PruneReport,
+                        pause_ratio: float) -> list[str]:
+    """Delete the threads that still qualify; return those now only idle (to compact)."""
     started = time.monotonic()
-    # Deletions: the batch at once (these threads have been inactive for days).
-    locked, ok = await _lock_and_recheck(conn, [r["id"] for r in rows if r["expired"]],
-                                         cut, report)
+    locked, ok = await _lock_and_recheck(conn, ids, cut, report)
     try:
         expired = [r["id"] for r in ok if r["expired"]]
         if expired:
@@ -192,10 +206,15 @@ async def _prune_batch(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresS
         for tid in locked:
             await release_conversation_lock(conn, tid)
     await _pause(started, pause_ratio)
+    return late
 
-    # Compaction: one thread at a time under its own lock, so a returning user waits for one
-    # thread's prune at most, not the batch's.
-    for tid in [r["id"] for r in rows if not r["expired"]] + late:
+
+async def _compact(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver,
+                   ids: list[str], cut: dict[str, Any], report: PruneReport,
+                   pause_ratio: float) -> None:
+    # One thread at a time under its own lock, so a returning user waits for one thread's
+    # prune at most, not the batch's.
+    for tid in ids:
         started = time.monotonic()
         locked, ok = await _lock_and_recheck(conn, [tid], cut, report)
         try:
