@@ -190,6 +190,15 @@ def compose_answer(results: list[ToolMessage], ru: bool) -> str:
 def _summarize(result: ToolMessage, ru: bool) -> str:
     name = result.name or "tool"
     content = str(result.content)
+    if content.startswith('{"permission_denied"'):
+        denied = json.loads(content)
+        alts = "; ".join(str(a.get("prompt")) for a in denied.get("alternatives") or [])
+        role = denied.get("required_role") or "?"
+        if ru:
+            return (f"Для {name} недостаточно прав: нужна роль {role}."
+                    + (f" Вместо этого я могу: {alts}." if alts else ""))
+        return (f"You may not run {name}: it needs the {role} role."
+                + (f" Instead I can: {alts}." if alts else ""))
     if result.status == "error":
         return (f"Не удалось выполнить {name}: {content[:300]}" if ru
                 else f"{name} failed: {content[:300]}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from stack import Stack, running_stack
+from stack import CLIENT_SECRET, Stack, running_stack
 from support import ROOT, create_database, drop_database, free_port
 
 from agentchat.settings import PACKAGE_DATA
@@ -44,10 +44,14 @@ def js_stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     tmp = tmp_path_factory.mktemp("js")
     try:
         with running_stack(tmp / "data", url, catalog_path=test_catalog(tmp)) as s:
+            # agents[1]: paced like a real model, for cancel and multi-tab tests
             s.start_agent(AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.05")
+            # agents[2]: a model endpoint that refuses connections
             s.start_agent(AGENTCHAT_LLM="openai:gpt-4o-mini",
                           AGENTCHAT_LLM_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
                           AGENTCHAT_LLM_API_KEY="unused", AGENTCHAT_LLM_TIMEOUT_S="3")
+            # agents[3]: short card TTL and lease, for expiry and card-outlives-lease tests
+            s.start_agent(AGENTCHAT_CONFIRMATION_TTL_S="3", AGENTCHAT_LEASE_S="1")
             yield s
     finally:
         drop_database(pg_server, url)
@@ -61,6 +65,8 @@ def run_node(stack: Stack, *files: str) -> None:
     env.update(
         SLOW_GRADIO_URL=stack.agents[1].url + "/api/agent/gradio/",
         LLM_DOWN_GRADIO_URL=stack.agents[2].url + "/api/agent/gradio/",
+        SHORT_GRADIO_URL=stack.agents[3].url + "/api/agent/gradio/",
+        SANDBOX_CLIENT_SECRET=CLIENT_SECRET,
         TOKEN_EXPIRED=stack.token("alice", lifetime_s=-600, now=time.time() - 1200),
     )
     node = shutil.which("node")
@@ -77,3 +83,7 @@ def test_chat_contract(js_stack: Stack) -> None:
     run_node(js_stack, "chat.test.mjs")
 
 
+
+
+def test_human_in_the_loop(js_stack: Stack) -> None:
+    run_node(js_stack, "hitl.test.mjs")

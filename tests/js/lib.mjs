@@ -61,3 +61,21 @@ export async function rest(path, token, init = {}) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The sandbox's audit, read with a service token from its own endpoint (as ss-tools would).
+export async function audit(filters = {}) {
+  const tok = await fetch(env("SANDBOX_URL") + "/api/auth/service-token", {
+    method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ client_id: "agentchat-agent", client_secret: env("SANDBOX_CLIENT_SECRET") }),
+  }).then((r) => r.json());
+  const qs = new URLSearchParams(filters).toString();
+  const resp = await fetch(env("SANDBOX_URL") + "/api/audit?" + qs, {
+    headers: { Authorization: `Bearer ${tok.access_token}`, "X-User-JWT": env("TOKEN_ALICE") },
+  });
+  if (!resp.ok) throw new Error(`audit: ${resp.status}`);
+  return (await resp.json()).items;
+}
+
+export const card = (events) => events.find((e) => e.metadata.type === "confirm_required");
+export const resolved = (events) => events.find((e) => e.metadata.type === "confirm_resolved");
+export const cid = (events) => events[0].metadata.conversation_id;
