@@ -82,4 +82,19 @@ MIGRATIONS: list[str] = [
         until            timestamptz NOT NULL
     );
     """,
+    # 1: the Conversations REST API. Search: one tsvector per message under the `russian`
+    # configuration, which stems Cyrillic words with russian_stem and ASCII words with
+    # english_stem, so one column and one GIN index serve both languages. Stored (not an
+    # expression index) so a per-conversation recheck reads it instead of re-parsing text.
+    # messages_turn: history attaches each turn's tool calls and cards to its messages.
+    # conversations_owner_live: the default list (archived hidden) walks this keyset index.
+    """
+    ALTER TABLE messages ADD COLUMN IF NOT EXISTS tsv tsvector
+        GENERATED ALWAYS AS (to_tsvector('russian'::regconfig, content)) STORED;
+    CREATE INDEX IF NOT EXISTS messages_tsv ON messages USING gin (tsv);
+    CREATE INDEX IF NOT EXISTS messages_turn ON messages (turn_id);
+    CREATE INDEX IF NOT EXISTS confirmations_turn ON confirmations (turn_id);
+    CREATE INDEX IF NOT EXISTS conversations_owner_live
+        ON conversations (owner, last_activity_at DESC, id DESC) WHERE NOT is_archived;
+    """,
 ]
