@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agentchat.agent.graph import TurnRuntime
 from agentchat.agent.inputs import ChatRequest, file_text, parse_request
 from agentchat.agent.planner_rules import TurnContext
+from agentchat.agent.selection_adapter import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.store import Store
 from agentchat.agent.turns import END_OF_STREAM, Turn, TurnRunner
@@ -26,8 +27,6 @@ from langgraph.types import Command
 from agentchat.db import conversation_lock
 from agentchat.errors import AgentChatError, ErrorCode, TokenError
 from agentchat.identity import Principal, TokenVerifier
-
-Selector = Callable[[str, dict[str, Any] | None], tuple[list[str], list[dict[str, Any]]]]
 
 
 def bearer(headers: Any) -> str | None:
@@ -40,12 +39,12 @@ def bearer(headers: Any) -> str | None:
 
 class ChatService:
     def __init__(self, *, settings: AgentSettings, store: Store, runner: TurnRunner,
-                 verifier: TokenVerifier, select: Selector) -> None:
+                 verifier: TokenVerifier, planner: TurnToolPlanner) -> None:
         self.settings = settings
         self.store = store
         self.runner = runner
         self.verifier = verifier
-        self.select = select
+        self.planner = planner
 
     # -- who and which conversation -------------------------------------------------------------
 
@@ -92,12 +91,13 @@ class ChatService:
             return await self._retry(token, conversation_id, session), early
         return await self._new_turn(req, token, conversation_id, session), early
 
-    def _runtime(self, conversation_id: str, token: str, text: str, env_id: str | None,
-                 uicontext: dict[str, Any] | None) -> TurnRuntime:
-        tools, prefetch = self.select(text, uicontext)
-        return TurnRuntime(conversation_id=conversation_id, user_jwt=token, tools=tools,
+    async def _runtime(self, conversation_id: str, token: str, text: str, env_id: str | None,
+                       uicontext: dict[str, Any] | None) -> TurnRuntime:
+        # Selection is a few ms of CPU (embeddings): keep it off the event loop.
+        plan = await asyncio.to_thread(self.planner.plan, text, uicontext, env_id)
+        return TurnRuntime(conversation_id=conversation_id, user_jwt=token, tools=plan.tools,
                            turn=TurnContext(env_id=env_id, uicontext=uicontext),
-                           prefetch=prefetch,
+                           prefetch=plan.prefetch,
                            confirmation_ttl_s=self.settings.confirmation_ttl_s)
 
     async def _new_turn(self, req: ChatRequest, token: str, conversation_id: str,
@@ -110,7 +110,7 @@ class ChatService:
         await self.store.add_message(message_id=message_id, conversation_id=conversation_id,
                                      turn_id=turn_id, role="user", content=text)
         await self.store.set_title_if_empty(conversation_id, req.text)
-        runtime = self._runtime(conversation_id, token, req.text, req.env_id, req.uicontext)
+        runtime = await self._runtime(conversation_id, token, req.text, req.env_id, req.uicontext)
         graph_input = {"messages": [HumanMessage(content=text, id=message_id)]}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
@@ -128,7 +128,7 @@ class ChatService:
         # Re-run from the turn's user message: drop what followed it, keep the message itself.
         graph_input = {"messages": [*(RemoveMessage(id=i) for i in after if i),
                                     HumanMessage(content=last["user_text"], id=human_id)]}
-        runtime = self._runtime(conversation_id, token, last["user_text"], None, None)
+        runtime = await self._runtime(conversation_id, token, last["user_text"], None, None)
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
     async def _deny_pending(self, conversation_id: str) -> list[dict[str, Any]]:
@@ -172,7 +172,7 @@ class ChatService:
                                      "the confirmation was already answered")
         last = await self.store.last_turn(conversation_id)
         text = last["user_text"] if last else ""
-        runtime = self._runtime(conversation_id, token, text, None, None)
+        runtime = await self._runtime(conversation_id, token, text, None, None)
         turn_id = pending["turn_id"] or str(uuid.uuid4())
         graph_input = Command(resume={"result": result, "confirm_id": pending["confirm_id"]})
         turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))

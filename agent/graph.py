@@ -37,6 +37,7 @@ from typing_extensions import TypedDict
 from agentchat.catalog import Catalog
 from agentchat.errors import AgentChatError, ErrorCode
 
+PREFETCH_NAME = "prefetch"
 CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
 
 
@@ -95,7 +96,8 @@ def build_graph(deps: GraphDeps) -> StateGraph:
     async def prefetch(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         calls = [{"name": c["name"], "args": c["args"], "id": c["id"], "type": "tool_call"}
                  for c in runtime.context.prefetch]
-        return {"messages": [AIMessage(content="", tool_calls=calls)]}
+        # Named, so the model can tell the agent's own prefetch from calls it made itself.
+        return {"messages": [AIMessage(content="", tool_calls=calls, name=PREFETCH_NAME)]}
 
     async def model(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ctx = runtime.context

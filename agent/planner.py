@@ -91,7 +91,11 @@ class OfflinePlanner(BaseChatModel):
         text = str(human.content) if isinstance(human.content, str) else human.text
         ru = is_russian(text)
         after = messages[last_human + 1:]
-        results = [m for m in after if isinstance(m, ToolMessage)]
+        # Results of the agent's own prefetch are context, not answers to our calls.
+        prefetched = {c["id"] for m in after if isinstance(m, AIMessage) and m.name == "prefetch"
+                      for c in m.tool_calls}
+        results = [m for m in after if isinstance(m, ToolMessage)
+                   and m.tool_call_id not in prefetched]
         schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
         ctx = _context_of(messages)
         if results:
@@ -110,6 +114,9 @@ class OfflinePlanner(BaseChatModel):
             calls.append({"name": tool, "args": args,
                           "id": _call_id(human, i, tool, args), "type": "tool_call"})
         if not calls:
+            pre = [m for m in after if isinstance(m, ToolMessage) and m.tool_call_id in prefetched]
+            if pre and not _GREETING.search(normalize(text)):
+                return AIMessage(content=compose_answer(pre, ru))
             return AIMessage(content=_direct_answer(text, ru, ctx))
         preface = ("Выполняю: " if ru else "Running: ") + ", ".join(c["name"] for c in calls)
         return AIMessage(content=preface + "\n", tool_calls=calls)

@@ -11,7 +11,7 @@ from agentchat.agent.chat import ChatService
 from agentchat.agent.graph import GraphDeps, build_graph
 from agentchat.agent.llm import make_llm
 from agentchat.agent.policy_client import PolicyClient
-from agentchat.agent.selection_adapter import make_selector
+from agentchat.agent.selection_adapter import TurnToolPlanner
 from agentchat.agent.service_token import ServiceTokenProvider
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.store import Store
@@ -70,7 +70,7 @@ async def build_services(settings: AgentSettings) -> Services:
     runner = TurnRunner(graph=graph, store=store, lease_s=settings.lease_s)
     verifier = user_verifier(settings)
     chat = ChatService(settings=settings, store=store, runner=runner, verifier=verifier,
-                       select=make_selector(catalog))
+                       planner=TurnToolPlanner(settings, catalog))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     return Services(settings=settings, catalog=catalog, pool=pool, http=http, store=store,
                     runner=runner, chat=chat, verifier=verifier, tokens=tokens,

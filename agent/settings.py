@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentchat.agent.selection import SelectionSettings
 from pydantic import model_validator
-
-from agentchat.settings import SharedSettings
 
 PLACEHOLDER_SECRET = "dev-client-secret"
 
 
-class AgentSettings(SharedSettings):
+class AgentSettings(SelectionSettings):
+    """The agent's settings; the tool-selection ones come from SelectionSettings."""
+
     host: str = "127.0.0.1"
     port: int = 7860
     mount_path: str = "/api/agent/gradio"

@@ -1,8 +1,10 @@
 """All REST routers of the agent service."""
 
-from agentchat.agent.api.routes import agent, health
+from agentchat.agent.api.routes import agent, conversations, health, history
 from fastapi import APIRouter
 
 api_router = APIRouter()
 api_router.include_router(health.router)
 api_router.include_router(agent.router)
+api_router.include_router(conversations.router)
+api_router.include_router(history.router)

@@ -158,3 +158,19 @@ test("oversized inputs give INVALID_REQUEST", async () => {
     assert.equal(last(events).metadata.code, "INVALID_REQUEST");
   }
 });
+
+test("UIContext reference: 'задеплой этот дашборд в прод' prefetches 42 and asks for a card", async () => {
+  await sandbox("/api/sandbox/reset", {});
+  const ui = JSON.stringify({ objectType: "dashboard", objectId: "42",
+    objectName: "Отчёт по энергопотреблению", envId: "ss-dev", route: "/dashboards/42",
+    contextVersion: 1 });
+  const client = await connect(alice);
+  const events = await chat(client, ["задеплой этот дашборд в прод", null, null, ui]);
+  const pre = events.find((e) => e.metadata.type === "tool_end");
+  assert.equal(pre.metadata.tool, "get_dashboard", "the prefetch is an ordinary tool call");
+  assert.equal(pre.metadata.output.id, 42);
+  const c = last(events);
+  assert.equal(c.metadata.type, "confirm_required");
+  assert.equal(c.metadata.tool_name, "deploy_dashboard");
+  assert.deepEqual(c.metadata.tool_args, { dashboard_id: 42, env_id: "prod" });
+});

@@ -7,9 +7,12 @@ from datetime import datetime
 from typing import Any
 
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.inputs import UIContext
 from agentchat.agent.llm import llm_status
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
+
+from agentchat.errors import AgentChatError, ErrorCode
 
 router = APIRouter(prefix="/api/agent", tags=["agent"])
 
@@ -48,3 +51,27 @@ async def active(conversation_id: str, user: CurrentUser,
     if lease is None:
         return ActiveState(active=running, until=None)
     return ActiveState(active=bool(lease["active"]) or running, until=lease["until"])
+
+
+class SelectionDebug(BaseModel):
+    tools: list[str]
+    prefetch: list[dict[str, Any]]
+    explain: dict[str, Any]
+
+
+@router.get("/debug/tool-selection", response_model=SelectionDebug)
+async def debug_tool_selection(
+    user: CurrentUser, services: ServicesDep,
+    q: str = Query(max_length=16384), uicontext: str | None = Query(default=None, max_length=4096),
+) -> SelectionDebug:
+    """Which tools a message would get and why (intents, keyword hits, fallback scores).
+    Only the admin role may read it: it shows how the selection can be steered."""
+    if ("admin", None) not in user.roles:
+        raise AgentChatError(ErrorCode.FORBIDDEN, "only the admin role may read this")
+    try:
+        ctx = UIContext.model_validate_json(uicontext).model_dump() if uicontext else None
+    except ValueError:
+        raise AgentChatError(ErrorCode.INVALID_REQUEST, "bad UIContext") from None
+    plan = services.chat.planner.plan(q, ctx)
+    return SelectionDebug(tools=plan.tools, prefetch=[p["args"] for p in plan.prefetch],
+                          explain=plan.explain)

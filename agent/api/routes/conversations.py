@@ -1,0 +1,94 @@
+"""`/api/assistant/conversations` (PROTOCOL §9): create, list and search, rename, soft delete,
+restore, and the idempotent append after a stream ends. Thin: the work is in
+`agentchat.agent.conversations`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from agentchat.agent import conversations as service
+from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.api.errors import BEARER, error_responses
+from agentchat.agent.rest_models import (
+    Conversation,
+    ConversationCreate,
+    ConversationPage,
+    ConversationRename,
+    Message,
+    MessageIn,
+)
+from fastapi import APIRouter, Query, Response, Security, status
+
+router = APIRouter(prefix="/api/assistant/conversations", tags=["conversations"],
+                   dependencies=[Security(BEARER)])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=Conversation,
+             responses=error_responses(401, 422, 503))
+async def create_conversation(user: CurrentUser, services: ServicesDep,
+                              body: ConversationCreate | None = None) -> dict[str, Any]:
+    """A new conversation; its `id` is the `conversation_id` (thread_id) `/chat` takes. With no
+    title, the first user message names it."""
+    return await service.create_conversation(pool=services.pool, owner=user.sub,
+                                             title=body.title if body else "")
+
+
+@router.get("", response_model=ConversationPage,
+            responses=error_responses(400, 401, 422, 503))
+async def list_conversations(
+    user: CurrentUser, services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[str | None, Query(max_length=512, pattern=r"^[A-Za-z0-9_-]*$",
+                                        description="next_cursor of the previous page")] = None,
+    q: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$",
+                                   description="search titles and message text, Russian "
+                                               "and English, with stemming")] = None,
+    include_archived: bool = False,
+) -> dict[str, Any]:
+    """The caller's conversations, newest activity first."""
+    items, next_cursor = await service.list_conversations(
+        pool=services.pool, owner=user.sub, limit=limit, cursor=cursor, q=q,
+        include_archived=include_archived)
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.patch("/{conversation_id}", response_model=Conversation,
+              responses=error_responses(401, 404, 422, 503))
+async def rename_conversation(conversation_id: str, body: ConversationRename,
+                              user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
+    return await service.rename_conversation(pool=services.pool, owner=user.sub,
+                                             conversation_id=conversation_id, title=body.title)
+
+
+@router.delete("/{conversation_id}", response_model=Conversation,
+               responses=error_responses(401, 404, 503))
+async def archive_conversation(conversation_id: str, user: CurrentUser,
+                               services: ServicesDep) -> dict[str, Any]:
+    """Soft delete (`is_archived = true`): hidden from the list, turns refused with
+    CONVERSATION_ARCHIVED, history still readable; `restore` undoes it."""
+    return await service.archive_conversation(pool=services.pool, owner=user.sub,
+                                              conversation_id=conversation_id)
+
+
+@router.post("/{conversation_id}/restore", response_model=Conversation,
+             responses=error_responses(401, 404, 503))
+async def restore_conversation(conversation_id: str, user: CurrentUser,
+                               services: ServicesDep) -> dict[str, Any]:
+    return await service.restore_conversation(pool=services.pool, owner=user.sub,
+                                              conversation_id=conversation_id)
+
+
+@router.post("/{conversation_id}/messages", status_code=status.HTTP_201_CREATED,
+             response_model=Message,
+             responses={200: {"model": Message, "description": "already stored: unchanged"},
+                        **error_responses(400, 401, 404, 409, 422, 503)})
+async def append_message(conversation_id: str, body: MessageIn, user: CurrentUser,
+                         services: ServicesDep, response: Response) -> dict[str, Any]:
+    """Append after stream_end: 201 when stored, 200 when a message with this `id` (the
+    client's, or the final event's `message_id`) is already there, which is left unchanged."""
+    message, created = await service.append_message(
+        pool=services.pool, owner=user.sub, conversation_id=conversation_id,
+        message_id=body.id, role=body.role, content=body.content)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return message

@@ -1,0 +1,30 @@
+"""`GET /api/assistant/history` (PROTOCOL §9): a conversation's messages, newest page first,
+with their tool cards and confirmation outcomes. The work is in `agentchat.agent.history`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.api.errors import BEARER, error_responses
+from agentchat.agent.history import read_history
+from agentchat.agent.rest_models import HistoryPage
+from fastapi import APIRouter, Query, Security
+
+router = APIRouter(prefix="/api/assistant", tags=["history"], dependencies=[Security(BEARER)])
+
+
+@router.get("/history", response_model=HistoryPage,
+            responses=error_responses(400, 401, 404, 422, 503))
+async def history(
+    user: CurrentUser, services: ServicesDep,
+    conversation_id: Annotated[str, Query(max_length=200)],
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512, pattern=r"^[A-Za-z0-9_-]*$",
+                                        description="next_cursor of the previous page")] = None,
+) -> dict[str, Any]:
+    """The newest `limit` messages (oldest first within the page); `next_cursor` pages back."""
+    items, next_cursor = await read_history(pool=services.pool, owner=user.sub,
+                                            conversation_id=conversation_id, limit=limit,
+                                            cursor=cursor)
+    return {"items": items, "next_cursor": next_cursor}
