@@ -74,7 +74,8 @@ def _build_page(holder: ServiceHolder, settings: AgentSettings) -> None:
                           elem_id="agentchat-conversation")
     chatbot = gr.Chatbot(label="Chat", height=480, examples=EXAMPLES,
                          elem_id="agentchat-chatbot")
-    with gr.Group(visible=False, elem_id="agentchat-card") as card_box:
+    # A Column, not a Group: Gradio's Group repeats its elem_id on a nested div.
+    with gr.Column(visible=False, variant="panel", elem_id="agentchat-card") as card_box:
         card_md = gr.Markdown(elem_id="card-text")
         countdown = gr.Markdown(elem_id="card-countdown")
         with gr.Row():

@@ -19,8 +19,8 @@ from pathlib import Path
 
 CHROMIUM = Path(os.environ.get("AGENTCHAT_CHROMIUM", "/usr/bin/chromium"))
 PACKAGES = ["chromium"]
-# Fonts for Cyrillic text in screenshots; Debian's chromium only recommends a font package.
-EXTRA = ["fonts-dejavu-core"]
+# Fonts for the Cyrillic text and emoji in screenshots (chromium only recommends fonts).
+EXTRA = ["fonts-dejavu-core", "fonts-noto-color-emoji"]
 
 
 def _say(text: str) -> None:

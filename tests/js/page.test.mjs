@@ -1,0 +1,182 @@
+// The built-in page at the mount path, driven in headless Chromium (Debian's /usr/bin/chromium)
+// with playwright-core, as a person would use it: example chips, an answer with a collapsible
+// tool message, the confirmation card with its countdown, and the permission-denied card.
+// Screenshots of every step go to PAGE_SHOTS (tests/test_page.py passes its tmp dir).
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+import { env, sandbox, sleep } from "./lib.mjs";
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const SHOTS = process.env.PAGE_SHOTS ?? mkdtempSync(join(tmpdir(), "agentchat-page-"));
+const WAIT = { timeout: 60_000 }; // generous: a loaded 2-core machine runs other stacks too
+
+let browser;
+let userDataDir;
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  userDataDir = mkdtempSync(join(tmpdir(), "agentchat-chromium-"));
+  // A persistent context is how playwright passes a fresh, empty --user-data-dir.
+  browser = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM, args: ARGS, headless: true,
+    viewport: { width: 1100, height: 1100 }, locale: "ru-RU",
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+async function openPage(user = "alice") {
+  const page = await browser.newPage();
+  page.on("pageerror", (err) => console.log(`page error: ${err.message}`));
+  await page.goto(env("GRADIO_URL"));
+  await page.locator("#agentchat-chatbot").waitFor(WAIT);
+  if (user !== "alice") {
+    await page.locator("#agentchat-user input").click();
+    await page.locator(`#agentchat-user [role=option][aria-label="${user}"]`).click();
+    await page.waitForFunction(
+      (u) => document.querySelector("#agentchat-user input")?.value === u, user, WAIT);
+  }
+  return page;
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+async function send(page, text) {
+  await page.locator("#agentchat-input textarea").fill(text);
+  await page.locator("#agentchat-send").click();
+  await page.locator('#agentchat-chatbot [data-testid="user"]', { hasText: text }).last()
+    .waitFor(WAIT);
+}
+
+// A collapsible tool message whose title names the tool.
+const toolMessage = (page, tool) =>
+  page.locator("#agentchat-chatbot .thought-group").filter({
+    has: page.locator(".title", { hasText: tool }),
+  });
+
+// A plain agent message (not a tool message) with this text.
+const agentSays = (page, text) =>
+  page.locator('#agentchat-chatbot .message:not(.thought) [data-testid="bot"]')
+    .filter({ hasText: text });
+
+async function waitToolDone(page, tool) {
+  const msg = toolMessage(page, tool).last();
+  await msg.locator(".title .duration", { hasText: "done" }).waitFor(WAIT);
+  assert.equal(await msg.locator(".loading-spinner").count(), 0, "a done tool has no spinner");
+  return msg;
+}
+
+// Open a tool message; it slides open, so wait for the slide before a screenshot.
+async function openTool(tool) {
+  await tool.locator(".title").click();
+  await tool.locator(".content").getByText("Результат").waitFor(WAIT);
+  await sleep(600);
+}
+
+async function countdownSeconds(page) {
+  const text = await page.locator("#card-countdown").innerText();
+  const m = text.match(/(\d\d):(\d\d)/);
+  assert.ok(m, `a mm:ss countdown, got ${JSON.stringify(text)}`);
+  return Number(m[1]) * 60 + Number(m[2]);
+}
+
+test("a new conversation shows the example chips; a chip fills the input", async () => {
+  const page = await openPage();
+  const chips = page.locator("#agentchat-chatbot button.example");
+  await chips.first().waitFor(WAIT);
+  assert.ok((await chips.count()) >= 3, "several starter prompts");
+  await shot(page, "01-new-conversation");
+  await chips.filter({ hasText: "Что ты умеешь?" }).click();
+  await page.waitForFunction(
+    () => document.querySelector("#agentchat-input textarea")?.value === "Что ты умеешь?",
+    null, WAIT);
+  await page.close();
+});
+
+test("a search answers with a collapsible tool message for search_dashboards, done", async () => {
+  await sandbox("/api/sandbox/reset", {});
+  const page = await openPage();
+  await send(page, "найди дашборды про энергопотребление");
+  await agentSays(page, "Отчёт по энергопотреблению").last().waitFor(WAIT);
+  const tool = await waitToolDone(page, "search_dashboards");
+  assert.match(await page.locator("#agentchat-conversation textarea").inputValue(),
+               /^[0-9a-f-]{36}$/, "the page shows the new conversation's id");
+  assert.equal(await page.locator("#agentchat-card").isVisible(), false, "no card for a read");
+  await shot(page, "02-search-answer");
+  // Collapsed until clicked; open, it shows the call's input and result.
+  assert.equal(await tool.locator(".content").count(), 0, "collapsed at first");
+  await openTool(tool);
+  await tool.locator(".content").getByText("Вход").waitFor(WAIT);
+  await tool.locator(".content").getByText('"id": 42').first().waitFor(WAIT);
+  await shot(page, "03-tool-message-open");
+  await page.close();
+});
+
+test("deploy to prod: the card with Confirm, Deny and a countdown; Confirm runs it", async () => {
+  await sandbox("/api/sandbox/reset", {});
+  const page = await openPage();
+  await send(page, "задеплой дашборд 42 в прод");
+  const card = page.locator("#agentchat-card");
+  await card.waitFor({ state: "visible", ...WAIT });
+  await card.getByText("deploy_dashboard").first().waitFor(WAIT);
+  assert.equal((await page.locator("#card-confirm").innerText()).trim(), "Confirm");
+  assert.equal((await page.locator("#card-deny").innerText()).trim(), "Deny");
+  assert.ok(await page.locator("#card-confirm").isVisible());
+  const first = await countdownSeconds(page);
+  assert.ok(first > 200 && first <= 300, `about 5 minutes left, got ${first} s`);
+  await shot(page, "04-confirm-card");
+  // The countdown ticks from the card's expires_at.
+  await page.waitForFunction(
+    (s) => {
+      const m = document.querySelector("#card-countdown")?.innerText.match(/(\d\d):(\d\d)/);
+      return m && Number(m[1]) * 60 + Number(m[2]) < s;
+    }, first, WAIT);
+  assert.ok(await countdownSeconds(page) < first);
+  assert.equal(await toolMessage(page, "deploy_dashboard").count(), 0, "nothing runs before");
+
+  await page.locator("#card-confirm").click();
+  await card.waitFor({ state: "hidden", ...WAIT });
+  await agentSays(page, "Подтверждено").waitFor(WAIT);
+  const tool = await waitToolDone(page, "deploy_dashboard");
+  await openTool(tool);
+  await agentSays(page, "deploy_dashboard").last().waitFor(WAIT);
+  await shot(page, "05-confirmed-deploy");
+  await page.close();
+});
+
+test("deploy to prod as carol: the permission-denied card, Close, then alternatives", async () => {
+  await sandbox("/api/sandbox/reset", {});
+  const page = await openPage("carol");
+  await send(page, "задеплой дашборд 42 в прод");
+  const card = page.locator("#agentchat-card");
+  await card.waitFor({ state: "visible", ...WAIT });
+  await card.getByText("Нужна роль").waitFor(WAIT);
+  const alternatives = card.locator("#card-text li");
+  assert.ok((await alternatives.count()) >= 1, "the card lists the alternatives");
+  const firstAlternative = (await alternatives.first().innerText()).trim();
+  assert.equal(await page.locator("#card-confirm").isVisible(), false, "cannot be confirmed");
+  assert.equal((await page.locator("#card-deny").innerText()).trim(), "Close");
+  assert.equal((await page.locator("#card-countdown").innerText()).trim(), "");
+  await shot(page, "06-permission-denied-card");
+
+  await page.locator("#card-deny").click();
+  await card.waitFor({ state: "hidden", ...WAIT });
+  await agentSays(page, "Отклонено").waitFor(WAIT);
+  // The agent's message offers the alternatives the card listed.
+  const offer = agentSays(page, firstAlternative.replace(/\s*\(.*$/, "")).last();
+  await offer.waitFor(WAIT);
+  assert.equal(await toolMessage(page, "deploy_dashboard").count(), 0, "the deploy never ran");
+  await sleep(300);
+  await shot(page, "07-permission-denied-closed");
+  await page.close();
+});
