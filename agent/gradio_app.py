@@ -143,12 +143,14 @@ def _build_page(holder: ServiceHolder, settings: AgentSettings) -> None:
                          api_visibility="private", concurrency_limit=None)
     submit_ev = box.submit(on_send, [box, chatbot, conv, user], outputs,
                            api_visibility="private", concurrency_limit=None)
-    stop.click(None, None, None, cancels=[send_ev, submit_ev], api_visibility="private")
     answer_inputs = [card_state, chatbot, conv, user]
-    confirm_btn.click(on_confirm, answer_inputs, outputs, api_visibility="private",
-                      concurrency_limit=None)
-    deny_btn.click(on_deny, answer_inputs, outputs, api_visibility="private",
-                   concurrency_limit=None)
+    confirm_ev = confirm_btn.click(on_confirm, answer_inputs, outputs,
+                                   api_visibility="private", concurrency_limit=None)
+    deny_ev = deny_btn.click(on_deny, answer_inputs, outputs, api_visibility="private",
+                             concurrency_limit=None)
+    # Stop cancels whatever runs, also the run a confirmed card resumed.
+    stop.click(None, None, None, cancels=[send_ev, submit_ev, confirm_ev, deny_ev],
+               api_visibility="private")
     chatbot.example_select(_example_text, None, box, api_visibility="private")
     # A trivial tick per open card: no queue slot, and no loading overlay flashing every second.
     timer.tick(_tick, card_state, [countdown, timer], api_visibility="private",
