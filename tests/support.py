@@ -56,8 +56,10 @@ class Service:
     """A component started as a real process (`agentchat <args>`), stopped on exit."""
 
     def __init__(self, args: list[str], *, env: dict[str, str], port: int,
-                 ready_path: str = "/livez", log: Path | None = None) -> None:
+                 ready_path: str = "/livez", log: Path | None = None,
+                 exe: list[str] | None = None) -> None:
         self.args = args
+        self.exe = exe or [AGENTCHAT]
         self.env = {**os.environ, **env}
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -66,9 +68,9 @@ class Service:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> Service:
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [AGENTCHAT, *self.args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+            [*self.exe, *self.args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
             cwd=ROOT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout
