@@ -14,12 +14,13 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 from agentchat.agent.graph import TurnRuntime
 from agentchat.agent.inputs import ChatRequest, file_text, parse_request
 from agentchat.agent.planner_rules import TurnContext
 from agentchat.agent.selection_adapter import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.store import Store
+from agentchat.agent.store import Store, storage_errors
 from agentchat.agent.turns import END_OF_STREAM, Turn, TurnRunner
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
@@ -74,8 +75,18 @@ class ChatService:
         return str(conv["id"])
 
     async def take_lease(self, conversation_id: str, session: str) -> None:
-        if conversation_id in self.runner.active or not await self.store.take_lease(
-                conversation_id, session, self.settings.lease_s):
+        """The multi-tab gate (PROTOCOL §4). Taken under the conversation's lock, so the
+        pruner (which checks leases under the same lock) never deletes a thread being used."""
+        if conversation_id in self.runner.active:
+            raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+        async with storage_errors(), self.store.pool.connection() as conn, \
+                conversation_lock(conn, conversation_id):
+            try:
+                taken = await self.store.take_lease(conversation_id, session,
+                                                    self.settings.lease_s)
+            except psycopg.errors.ForeignKeyViolation:
+                raise AgentChatError(ErrorCode.NOT_FOUND, "no such conversation") from None
+        if not taken:
             raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
                                  "the conversation is open in another tab")
 

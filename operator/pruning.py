@@ -31,6 +31,9 @@ from agentchat.db import release_conversation_lock, try_conversation_lock
 # The candidate predicate; %(...)s are the cut-off times. `expired` = delete, else keep_latest.
 _PENDING_CARD = """EXISTS (SELECT 1 FROM confirmations f WHERE f.conversation_id = c.id
                    AND f.status = 'pending' AND f.expires_at > now())"""
+# A turn that streams (or streamed in the last lease period) holds a lease: leave it alone.
+_ACTIVE_LEASE = """EXISTS (SELECT 1 FROM leases l WHERE l.conversation_id = c.id
+                   AND l.until > now())"""
 _EXPIRED = """(c.last_activity_at < %(inactive_before)s
               OR (c.is_archived AND c.archived_at < %(archived_before)s))"""
 # keep_latest only where there is something to drop (more than one checkpoint).
@@ -43,6 +46,7 @@ FROM conversations c
 WHERE (c.last_activity_at, c.id) > (%(after_ts)s, %(after_id)s)
   AND (c.last_activity_at < %(idle_before)s OR {_EXPIRED})
   AND NOT {_PENDING_CARD}
+  AND NOT {_ACTIVE_LEASE}
   AND ({_EXPIRED} OR {_HAS_HISTORY})
 ORDER BY c.last_activity_at, c.id
 LIMIT %(limit)s
@@ -55,6 +59,7 @@ FROM conversations c
 WHERE c.id = ANY(%(ids)s)
   AND (c.last_activity_at < %(idle_before)s OR {_EXPIRED})
   AND NOT {_PENDING_CARD}
+  AND NOT {_ACTIVE_LEASE}
 """
 
 COUNT_ROWS = """

@@ -23,8 +23,36 @@ def crd() -> dict[str, Any]:
 
 
 def schema() -> dict[str, Any]:
+    """The CRD's schema as the API server applies it with strict field validation (kubectl's
+    default since 1.27): an object with `properties` refuses fields it does not list. The CRD
+    itself cannot say `additionalProperties: false` next to `properties` (the API server
+    refuses such a CRD), so the strictness is added here, where the server would add it."""
     (version,) = crd()["spec"]["versions"]
-    return dict(version["schema"]["openAPIV3Schema"])
+    return _strict(dict(version["schema"]["openAPIV3Schema"]))
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _strict(v) for k, v in node.items()}
+        if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [_strict(v) for v in node]
+    return node
+
+
+def test_crd_never_mixes_properties_with_additional_properties() -> None:
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            assert not ("properties" in node and "additionalProperties" in node), node
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(crd())
 
 
 def resource(spec: Any) -> dict[str, Any]:
