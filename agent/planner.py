@@ -213,6 +213,13 @@ def _summarize(result: ToolMessage, ru: bool) -> str:
         data = json.loads(content)
     except ValueError:
         return f"{name}: {content[:300]}"
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        lang = "ru" if ru else "en"
+        lines = [f"- {t['description'][lang]}" for t in data["tools"]
+                 if isinstance(t, dict) and isinstance(t.get("description"), dict)
+                 and t.get("allowed_envs")]
+        head = "Вот что я могу для вас сделать:" if ru else "Here is what I can do for you:"
+        return "\n".join([head, *lines])
     if isinstance(data, dict) and isinstance(data.get("items"), list):
         items = data["items"]
         titles = [str(i.get("title") or i.get("name") or i.get("id")) for i in items[:5]
