@@ -44,6 +44,9 @@ _GREETING = re.compile(r"^\s*(привет|здравствуй|добрый|hi|
 # A tool result that carries instructions (prompt injection); only an obeying test model
 # acts on it, to prove the policy gate still stands between it and the API.
 _INJECTION = re.compile(r"(?:deploy|задеплой)\s+dashboard\s+(\d+)\s+to\s+([\w-]+)", re.I)
+# Benchmarks ask for an answer of a known length ("… and echo 200 words"): N numbered words
+# end the answer, so a client can check a long stream token by token (bench/agent_scale.py).
+_ECHO = re.compile(r"\becho\s+(\d{1,4})\s+words\b", re.I)
 
 
 def context_message(ctx: TurnContext) -> SystemMessage:
@@ -102,7 +105,7 @@ class OfflinePlanner(BaseChatModel):
             injected = self._obey(results, schemas, human, len(messages))
             if injected is not None:
                 return injected
-            return AIMessage(content=compose_answer(results, ru))
+            return AIMessage(content=_with_echo(compose_answer(results, ru), text))
         calls = []
         for i, clause in enumerate(clauses(text)):
             tool = intent_of(clause, set(schemas))
@@ -113,6 +116,8 @@ class OfflinePlanner(BaseChatModel):
                 continue
             calls.append({"name": tool, "args": args,
                           "id": _call_id(human, i, tool, args), "type": "tool_call"})
+        if not calls and _ECHO.search(text):
+            return AIMessage(content=_with_echo("", text))
         if not calls:
             pre = [m for m in after if isinstance(m, ToolMessage) and m.tool_call_id in prefetched]
             if pre and not _GREETING.search(normalize(text)):
@@ -173,6 +178,14 @@ def _call_id(human: BaseMessage, position: int, tool: str, args: dict[str, Any])
     """Stable per user message and position, so a re-run plans the same ids."""
     seed = f"{human.id}|{position}|{tool}|{json.dumps(args, sort_keys=True)}"
     return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:20]
+
+
+def _with_echo(answer: str, text: str) -> str:
+    m = _ECHO.search(text)
+    if m is None:
+        return answer
+    words = " ".join(f"w{i}" for i in range(int(m.group(1))))
+    return f"{answer}\n{words}" if answer else words
 
 
 def _direct_answer(text: str, ru: bool, ctx: TurnContext) -> str:
