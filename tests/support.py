@@ -20,6 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 AGENTCHAT = str(Path(sys.executable).parent / "agentchat")
 
 
+def _child_setup() -> None:
+    """In the child: its own process group, and SIGTERM when the test process dies (so a
+    killed test run leaves no services behind)."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,7 +83,7 @@ class Service:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [*self.exe, *self.args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-            cwd=ROOT, start_new_session=True,
+            cwd=ROOT, preexec_fn=_child_setup,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
