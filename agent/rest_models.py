@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from agentchat.errors import ErrorCode
 
 NO_NUL = r"^[^\x00]*$"
+NOT_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"
 MAX_TITLE = 200
 # Far above the chat's 16 KB input: an assistant's final answer can be long, and a replay of
 # it must not be refused before its id is looked up.
@@ -23,7 +24,7 @@ MAX_CONTENT = 256 * 1024
 Title = Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_TITLE,
                                          pattern=NO_NUL)]
 NewTitle = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                            max_length=MAX_TITLE, pattern=NO_NUL)]
+                                            max_length=MAX_TITLE, pattern=NOT_BLANK)]
 Role = Literal["user", "assistant"]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from agentchat.agent import conversations as service
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
-from agentchat.agent.api.errors import BEARER, error_responses
+from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
 from agentchat.agent.rest_models import (
     Conversation,
     ConversationCreate,
@@ -20,11 +20,11 @@ from agentchat.agent.rest_models import (
 from fastapi import APIRouter, Query, Response, Security, status
 
 router = APIRouter(prefix="/api/assistant/conversations", tags=["conversations"],
-                   dependencies=[Security(BEARER)])
+                   dependencies=[Security(BEARER)], route_class=RestRoute)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=Conversation,
-             responses=error_responses(401, 422, 503))
+             responses=error_responses(400, 401, 422, 503))
 async def create_conversation(user: CurrentUser, services: ServicesDep,
                               body: ConversationCreate | None = None) -> dict[str, Any]:
     """A new conversation; its `id` is the `conversation_id` (thread_id) `/chat` takes. With no
@@ -53,7 +53,7 @@ async def list_conversations(
 
 
 @router.patch("/{conversation_id}", response_model=Conversation,
-              responses=error_responses(401, 404, 422, 503))
+              responses=error_responses(400, 401, 404, 422, 503))
 async def rename_conversation(conversation_id: str, body: ConversationRename,
                               user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
     return await service.rename_conversation(pool=services.pool, owner=user.sub,
