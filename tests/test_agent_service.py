@@ -194,3 +194,36 @@ def test_production_model_path_through_chat_openai(stack: Stack, openai_stub: Se
     finally:
         httpx.post(openai_stub.url + "/mode", json={"mode": "ok"})
         agent.stop()
+
+
+def test_service_token_from_a_file_is_reread_when_it_changes(stack: Stack, tmp_path) -> None:
+    """The operator's Secret, mounted as a folder: a new token file takes effect live."""
+    from agentchat.keys import load_ring, sign_service_token
+
+    settings = stack.settings()
+    token_dir = tmp_path / "service-token"
+    token_dir.mkdir()
+    token_file = token_dir / "token"
+
+    def mint() -> str:
+        return sign_service_token(load_ring(settings.keys_dir), issuer=settings.service_issuer,
+                                  audience=settings.service_audience, subject="agentchat-agent")
+
+    token_file.write_text(mint())
+    agent = stack.start_agent(AGENTCHAT_SERVICE_TOKEN_FILE=str(token_file),
+                              AGENTCHAT_SERVICE_TOKEN_URL="")
+    url = agent.url + "/api/agent/gradio/"
+    try:
+        ok = submit(stack, "alice", "найди дашборды про энергопотребление", url=url)
+        assert any(e["metadata"].get("type") == "tool_end" for e in ok)
+        token_file.write_text("not-a-token")  # a broken Secret: no call may run
+        bad = submit(stack, "alice", "найди дашборды про продажи", url=url)
+        assert bad[-1]["metadata"]["code"] == "POLICY_UNAVAILABLE"
+        assert not any(e["metadata"].get("type") == "tool_start" for e in bad)
+        # Kubelet swaps the folder's content; the agent picks the new token up, no restart.
+        (token_dir / "token.new").write_text(mint())
+        (token_dir / "token.new").rename(token_file)
+        again = submit(stack, "alice", "найди дашборды про энергопотребление", url=url)
+        assert any(e["metadata"].get("type") == "tool_end" for e in again), again
+    finally:
+        agent.stop()
