@@ -1,0 +1,131 @@
+"""What the agent benchmarks share: a database, the stack, the bare Gradio baseline, the Node
+client (bench/js/client.mjs with the real @gradio/client), RSS sampling and percentiles.
+
+The stack is tests/stack.py's (sandbox, policy sidecar and agent as real processes); the
+database is TEST_DATABASE_URL's server when set, else an embedded PostgreSQL in a temp dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+sys.path.insert(0, str(ROOT / "tests"))
+
+from stack import Stack, running_stack  # noqa: E402
+from support import Service, create_database, drop_database, free_port  # noqa: E402
+
+from agentchat.db import embedded_url, migrate_url  # noqa: E402
+
+__all__ = ["ROOT", "RssSampler", "Stack", "bare_server", "bench_env", "percentile",
+           "run_client", "summary"]
+
+
+@contextlib.contextmanager
+def bench_env(prefix: str, **agent_env: str) -> Iterator[tuple[Stack, Path]]:
+    """A fresh migrated database and the whole stack on it; yields the stack and a temp dir."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    server = os.environ.get("TEST_DATABASE_URL") or embedded_url(tmp / "pg")
+    url = create_database(server)
+    try:
+        asyncio.run(migrate_url(url))
+        with running_stack(tmp / "data", url, **agent_env) as stack:
+            yield stack, tmp
+    finally:
+        drop_database(server, url)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def bare_server(tmp: Path, token_delay_s: float = 0.0) -> Iterator[Service]:
+    """The bare ChatInterface (bench/bare_chat.py) as a real process, mounted like the agent."""
+    port = free_port()
+    svc = Service(["--port", str(port), "--token-delay", str(token_delay_s)], env={},
+                  port=port, log=tmp / "bare.log",
+                  exe=[sys.executable, str(BENCH / "bare_chat.py")])
+    svc.start(timeout=90)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+def gradio_url(service: Service) -> str:
+    return service.url + "/api/agent/gradio/"
+
+
+def run_client(spec: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
+    """Run bench/js/client.mjs with this spec; returns the JSON object it prints last."""
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("Node 20 is required (and `make js` for @gradio/client)")
+    out = subprocess.run([node, str(BENCH / "js" / "client.mjs")], capture_output=True,
+                         text=True, timeout=timeout,
+                         env={**os.environ, "BENCH_SPEC": json.dumps(spec)})
+    if out.returncode != 0:
+        raise RuntimeError(f"client.mjs failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def summary(values: Sequence[float], digits: int = 1) -> dict[str, float]:
+    return {"p50": round(percentile(values, 50), digits),
+            "p99": round(percentile(values, 99), digits),
+            "max": round(max(values), digits) if values else math.nan}
+
+
+class RssSampler:
+    """Samples a process tree's resident memory every `interval_s` in a thread."""
+
+    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
+        self.proc = psutil.Process(pid)
+        self.interval_s = interval_s
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def rss(self) -> int:
+        procs = [self.proc, *self.proc.children(recursive=True)]
+        total = 0
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                total += p.memory_info().rss
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.rss())
+            time.sleep(self.interval_s)
+
+    def __enter__(self) -> RssSampler:
+        self.peak = self.rss()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

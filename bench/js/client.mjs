@@ -1,0 +1,175 @@
+// The benchmarks' client: the real @gradio/client (from tests/js/node_modules, `make js`), as
+// the ss-tools frontend uses it. Driven by bench/*.py through BENCH_SPEC (JSON); prints one
+// JSON object on its last line. Times are milliseconds from each submit (performance.now()).
+//
+// mode "streams": `n` clients (one per conversation, like n browser tabs) each submit
+//   `message` at once, `rounds` times; per stream: time of the first text, every event, the
+//   end, and whether any event was lost or duplicated (judged by seq for the agent, by the
+//   text's growth for the bare baseline, and by the final text against `expect`).
+// mode "confirm": per repeat, a turn that raises a card, its confirm, then a plain new turn
+//   in the same conversation; the time to the first event of each.
+import { pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const entry = join(here, "..", "..", "tests", "js", "node_modules", "@gradio", "client", "dist",
+                   "index.js");
+const { Client } = await import(pathToFileURL(entry).href);
+
+const spec = JSON.parse(process.env.BENCH_SPEC);
+const now = () => performance.now();
+
+async function connect() {
+  const headers = spec.token ? { Authorization: `Bearer ${spec.token}` } : {};
+  return Client.connect(spec.url, { headers, events: ["data", "status"] });
+}
+
+// Token boundaries of the expected text: a prefix length -> how many tokens it holds.
+const TOKEN_RE = /\S+\s*|\s+/g;
+function boundaries(text) {
+  const out = new Map([[0, 0]]);
+  let len = 0;
+  let i = 0;
+  for (const m of text.matchAll(TOKEN_RE)) {
+    len += m[0].length;
+    out.set(len, ++i);
+  }
+  return out;
+}
+
+function contentOf(data) {
+  const v = data?.[0];
+  if (typeof v === "string") return { content: v, meta: {} };
+  return { content: String(v?.content ?? ""), meta: v?.metadata ?? {} };
+}
+
+// One submit, read the way lib.mjs collect() does, without copying each event (the client
+// mutates one object in place, so every field is read before the next await).
+async function stream(client, payload, { agent, expect, bounds }) {
+  const t0 = now();
+  const r = { first: null, end: null, times: [], types: [], events: 0, repeats: 0, lost: 0,
+              dup: 0, final_ok: false, error: null, conversation_id: null, tokens: 0 };
+  let seen = 0;          // agent: last seq
+  let tokensSeen = 0;    // bare: tokens in the text so far
+  let joined = "";
+  let final = null;
+  let lastContent = null;
+  for await (const msg of client.submit("/chat", payload)) {
+    if (msg.type === "status") {
+      if (msg.stage === "complete" || msg.stage === "error") {
+        if (msg.stage === "error") r.error ??= msg.message ?? "error";
+        break;
+      }
+      continue;
+    }
+    if (msg.type !== "data") continue;
+    const t = now() - t0;
+    const { content, meta } = contentOf(msg.data);
+    if (agent) {
+      const seq = meta.seq;
+      if (seq === seen) { r.repeats++; continue; }  // Gradio delivers the last value twice
+      if (seq < seen) { r.dup++; continue; }
+      if (seq > seen + 1) r.lost += seq - seen - 1;
+      seen = seq;
+      r.conversation_id ??= meta.conversation_id;
+      const kind = meta.type ?? "final";
+      r.types.push(kind);
+      if (kind === "stream_token") {
+        joined += meta.token;
+        r.first ??= t;
+      } else if (kind === "final") {
+        final = content;
+      } else if (kind === "error") {
+        r.error = `${meta.code}: ${meta.detail}`;
+      }
+    } else {
+      if (content === lastContent) { r.repeats++; continue; }
+      lastContent = content;
+      const k = bounds.get(content.length);
+      if (k === undefined || !expect.startsWith(content)) { r.error = "unexpected text"; continue; }
+      if (k <= tokensSeen) r.dup++;
+      else if (k > tokensSeen + 1) r.lost += k - tokensSeen - 1;
+      tokensSeen = Math.max(tokensSeen, k);
+      r.first ??= t;
+      joined = content;
+      final = content;
+    }
+    r.events++;
+    r.times.push(Math.round(t * 10) / 10);
+  }
+  r.end = now() - t0;
+  r.tokens = bounds.get((final ?? "").length) ?? 0;
+  r.final_ok = final !== null && final === expect && joined === final;
+  // A stream that simply stopped short lost the rest of its tokens.
+  if (!agent && final !== null && final !== expect) r.lost += bounds.get(expect.length) - tokensSeen;
+  return r;
+}
+
+async function streams() {
+  const bounds = boundaries(spec.expect);
+  const clients = [];
+  for (let i = 0; i < spec.n; i += 20) {
+    const batch = Math.min(20, spec.n - i);
+    clients.push(...(await Promise.all(Array.from({ length: batch }, connect))));
+  }
+  const rounds = [];
+  for (let round = 0; round < (spec.rounds ?? 1); round++) {
+    const start = now();
+    const results = await Promise.all(clients.map(async (c) => {
+      const offset = now() - start;
+      const r = await stream(c, { message: spec.message },
+                             { agent: spec.agent, expect: spec.expect, bounds });
+      r.offset = offset;
+      return r;
+    }));
+    rounds.push({ wall_ms: now() - start, streams: results });
+  }
+  return { mode: "streams", rounds };
+}
+
+// The first event of a submit, and of the one after it; the stream is read to its end.
+async function timed(client, payload) {
+  const t0 = now();
+  const times = [];
+  const types = [];
+  let seen = 0;
+  let meta = {};
+  for await (const msg of client.submit("/chat", payload)) {
+    if (msg.type === "status" && (msg.stage === "complete" || msg.stage === "error")) break;
+    if (msg.type !== "data") continue;
+    const t = now() - t0;
+    const m = msg.data[0].metadata;
+    if (m.seq <= seen) continue;
+    seen = m.seq;
+    times.push(t);
+    types.push(m.type ?? "final");
+    if (m.type === "confirm_required" || m.type === "error" || m.message_id) meta = { ...m };
+  }
+  return { first: times[0] ?? null, second: times[1] ?? null, end: now() - t0, types, meta };
+}
+
+async function confirm() {
+  const client = await connect();
+  const out = [];
+  for (let i = 0; i < spec.repeats; i++) {
+    const card = await timed(client, { message: spec.card_message });
+    if (card.meta.type !== "confirm_required") {
+      throw new Error(`no card: ${JSON.stringify(card.types)} ${JSON.stringify(card.meta)}`);
+    }
+    const cid = card.meta.conversation_id;
+    const conf = await timed(client, { message: { text: "__resume__" }, action: "confirm",
+                                       conversation_id: cid });
+    const plain = await timed(client, { message: spec.plain_message, conversation_id: cid });
+    if (conf.types[0] !== "confirm_resolved" || !conf.meta.message_id || !plain.meta.message_id) {
+      throw new Error(`unexpected: ${JSON.stringify([conf.types, conf.meta, plain.types])}`);
+    }
+    out.push({ card_first: card.first, confirm_first: conf.first, confirm_second: conf.second,
+               confirm_end: conf.end, plain_first: plain.first, plain_end: plain.end });
+  }
+  return { mode: "confirm", repeats: out };
+}
+
+const result = spec.mode === "confirm" ? await confirm() : await streams();
+console.log(JSON.stringify(result));
+process.exit(0);
