@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from agentchat.agent.graph import TurnRuntime
 from agentchat.agent.inputs import ChatRequest, file_text, parse_request
+from agentchat.agent.metrics import EVENTS, FIRST_EVENT
 from agentchat.agent.planner_rules import TurnContext
 from agentchat.agent.selection_adapter import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
@@ -117,6 +118,7 @@ class ChatService:
         text = req.text
         if req.files:
             text = f"{text}\n\n{file_text(req.files)}".strip()
+        await self._close_orphan(conversation_id)
         await self.store.start_turn(turn_id, conversation_id)
         await self.store.add_message(message_id=message_id, conversation_id=conversation_id,
                                      turn_id=turn_id, role="user", content=text)
@@ -125,11 +127,50 @@ class ChatService:
         graph_input = {"messages": [HumanMessage(content=text, id=message_id)]}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
+    async def _close_orphan(self, conversation_id: str) -> None:
+        """Before a new message: a run that died mid-step (see recovery.py) gets its dangling
+        calls answered, so the model never sees a call without a result."""
+        last = await self.store.last_turn(conversation_id)
+        if last is None or last["status"] not in ("running", "failed"):
+            return
+        patch = await self.runner.close_dangling(
+            conversation_id, "interrupted: the agent stopped before this call finished")
+        if patch:
+            await self.runner.graph.aupdate_state(self.runner.config(conversation_id),
+                                                  {"messages": patch}, as_node="tools")
+        await self.store.close_dangling_calls(conversation_id, "error")
+        if last["status"] == "running":  # we hold the lease: nobody is running it
+            await self.store.finish_turn(last["id"], "failed", str(ErrorCode.INTERNAL))
+
+    async def _resume_orphan(self, state: Any, last: dict[str, Any], token: str,
+                             conversation_id: str, session: str) -> Turn | None:
+        """`retry` of a run that died mid-step: go on from its last checkpoint. Tool calls keep
+        their idempotency keys, so a confirmed call that already ran is replayed, not re-run."""
+        if not state.next:
+            return None
+        graph_input: Any = None
+        interrupts = [i for t in state.tasks for i in t.interrupts]
+        if interrupts:  # died between a card's answer and the confirm step: answer it again
+            card = interrupts[0].value if isinstance(interrupts[0].value, dict) else {}
+            row = await self.store.get_confirmation(str(card.get("confirm_id")))
+            if row is None or row["status"] == "pending":
+                return None
+            graph_input = Command(resume={"result": row["status"],
+                                          "confirm_id": row["confirm_id"]})
+        await self.store.resume_turn(last["id"])
+        runtime = await self._runtime(conversation_id, token, last["user_text"], None, None)
+        return self.runner.start(Turn(conversation_id, last["id"], session, runtime,
+                                      graph_input))
+
     async def _retry(self, token: str, conversation_id: str, session: str) -> Turn:
         last = await self.store.last_turn(conversation_id)
         if last is None:
             raise AgentChatError(ErrorCode.NOT_FOUND, "there is no turn to retry")
         state = await self.runner.graph.aget_state(self.runner.config(conversation_id))
+        if last["status"] in ("running", "failed"):
+            resumed = await self._resume_orphan(state, last, token, conversation_id, session)
+            if resumed is not None:
+                return resumed
         messages: list[BaseMessage] = state.values.get("messages", [])
         ids = [m.id for m in messages]
         human_id = last["user_message_id"]
@@ -185,6 +226,8 @@ class ChatService:
         text = last["user_text"] if last else ""
         runtime = await self._runtime(conversation_id, token, text, None, None)
         turn_id = pending["turn_id"] or str(uuid.uuid4())
+        if pending["turn_id"]:
+            await self.store.resume_turn(turn_id)
         graph_input = Command(resume={"result": result, "confirm_id": pending["confirm_id"]})
         turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
         return turn, [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
@@ -243,6 +286,7 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
                    headers: Any, session: str) -> AsyncIterator[dict[str, Any]]:
     seq = 0
     text = ""
+    started = time.monotonic()
     cid: str | None = conversation_id if isinstance(conversation_id, str) else None
     turn: Turn | None = None
     try:
@@ -255,16 +299,21 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         turn, early = await service.submit(req, principal, token, cid, session)
         for event in early:
             seq += 1
+            EVENTS.labels(event["type"]).inc()
             yield to_message(event, seq, cid, text)
         async for event in coalesce(turn.queue, service.settings.flush_interval_s):
             if event["type"] == "stream_token":
                 text += event["token"]
             seq += 1
+            if seq == 1:
+                FIRST_EVENT.observe(time.monotonic() - started)
+            EVENTS.labels(event["type"]).inc()
             yield to_message(event, seq, cid, text)
             if event["type"] in ("error", "final", "confirm_required"):
                 break
     except AgentChatError as e:
         seq += 1
+        EVENTS.labels("error").inc()
         yield to_message({"type": "error", "code": str(e.code), "detail": e.detail,
                           "retryable": e.retryable}, seq, cid, text)
     except asyncio.CancelledError:

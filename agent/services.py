@@ -11,6 +11,7 @@ from agentchat.agent.chat import ChatService
 from agentchat.agent.graph import GraphDeps, build_graph
 from agentchat.agent.llm import make_llm
 from agentchat.agent.policy_client import PolicyClient
+from agentchat.agent.recovery import OrphanSweeper
 from agentchat.agent.selection_adapter import TurnToolPlanner
 from agentchat.agent.service_token import ServiceTokenProvider
 from agentchat.agent.settings import AgentSettings
@@ -39,8 +40,11 @@ class Services:
     verifier: TokenVerifier
     tokens: ServiceTokenProvider
     dev_issuer: DevUserIssuer | None
+    sweeper: OrphanSweeper | None = None
 
     async def aclose(self) -> None:
+        if self.sweeper is not None:
+            await self.sweeper.aclose()
         await self.runner.drain()
         await self.http.aclose()
         await self.pool.close()
@@ -72,9 +76,11 @@ async def build_services(settings: AgentSettings) -> Services:
     chat = ChatService(settings=settings, store=store, runner=runner, verifier=verifier,
                        planner=TurnToolPlanner(settings, catalog))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
+    sweeper = OrphanSweeper(store=store, runner=runner, lease_s=settings.lease_s)
+    sweeper.start()
     return Services(settings=settings, catalog=catalog, pool=pool, http=http, store=store,
                     runner=runner, chat=chat, verifier=verifier, tokens=tokens,
-                    dev_issuer=dev_issuer)
+                    dev_issuer=dev_issuer, sweeper=sweeper)
 
 
 class ServiceHolder:

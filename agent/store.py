@@ -49,6 +49,26 @@ UPDATE turns SET status = %(status)s, error_code = %(error_code)s,
        finished_at = CASE WHEN %(status)s = 'awaiting_confirmation' THEN NULL ELSE now() END
  WHERE id = %(id)s
 """
+RESUME_TURN = "UPDATE turns SET status = 'running', finished_at = NULL WHERE id = %(id)s"
+# Turns left 'running' by a process that died (kill -9, OOM, a node lost): no live lease on
+# their conversation (a running turn's process renews it every lease_s/3) and not running here.
+# They become failed and their unfinished tool calls errors, in one statement.
+SWEEP_ORPHANS = """
+WITH orphans AS (
+    UPDATE turns t SET status = 'failed', error_code = 'INTERNAL', finished_at = now()
+     WHERE t.status = 'running'
+       AND t.started_at < now() - make_interval(secs => %(grace)s)
+       AND NOT (t.id = ANY(%(live)s))
+       AND NOT EXISTS (SELECT 1 FROM leases l
+                        WHERE l.conversation_id = t.conversation_id AND l.until > now())
+    RETURNING t.id),
+calls AS (
+    UPDATE tool_calls c SET outcome = 'error', finished_at = now(),
+           error = 'interrupted: the agent stopped before the call finished'
+      FROM orphans o WHERE c.turn_id = o.id AND c.outcome = 'running'
+    RETURNING c.call_id)
+SELECT (SELECT count(*) FROM orphans) AS turns, (SELECT count(*) FROM calls) AS calls
+"""
 LAST_TURN = """
 SELECT t.*, m.id AS user_message_id, m.content AS user_text
   FROM turns t JOIN messages m ON m.turn_id = t.id AND m.role = 'user'
@@ -165,6 +185,14 @@ class Store:
         await self._exec(FINISH_TURN, {"id": turn_id, "status": status,
                                        "error_code": error_code})
 
+    async def resume_turn(self, turn_id: str) -> None:
+        """A turn answered from its card runs again (so a crash now is seen as an orphan)."""
+        await self._exec(RESUME_TURN, {"id": turn_id})
+
+    async def sweep_orphans(self, live: list[str], grace_s: float) -> dict[str, Any]:
+        row = await self._one(SWEEP_ORPHANS, {"live": live, "grace": grace_s})
+        return row or {"turns": 0, "calls": 0}
+
     async def last_turn(self, conversation_id: str) -> dict[str, Any] | None:
         return await self._one(LAST_TURN, {"id": conversation_id})
 
@@ -201,6 +229,9 @@ class Store:
             "confirm_id": confirm_id, "conversation_id": conversation_id, "turn_id": turn_id,
             "call_id": call_id, "payload": json.dumps(payload, ensure_ascii=False),
             "expires_at": expires_at})
+
+    async def get_confirmation(self, confirm_id: str) -> dict[str, Any] | None:
+        return await self._one(GET_CONFIRMATION, {"confirm_id": confirm_id})
 
     async def pending_confirmation(self, conversation_id: str) -> dict[str, Any] | None:
         return await self._one(PENDING_CONFIRMATION, {"id": conversation_id})

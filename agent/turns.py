@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from agentchat.agent.graph import TurnRuntime
+from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
 from agentchat.agent.store import Store
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langgraph.graph.state import CompiledStateGraph
@@ -56,6 +58,7 @@ class TurnRunner:
         self.store = store
         self.lease_s = lease_s
         self.active: dict[str, Turn] = {}
+        self.background: set[asyncio.Task[None]] = set()
 
     def start(self, turn: Turn) -> Turn:
         self.active[turn.conversation_id] = turn
@@ -67,6 +70,21 @@ class TurnRunner:
         tasks = [t.task for t in self.active.values() if t.task]
         if tasks:
             await asyncio.wait(tasks, timeout=grace_s)
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def _retry_record(self, turn: Turn, record: Callable[[], Awaitable[None]],
+                            attempts: int = 60, pause_s: float = 1.0) -> None:
+        for _ in range(attempts):
+            await asyncio.sleep(pause_s)
+            try:
+                await record()
+                return
+            except Exception:
+                continue
+        log.error("gave up recording the failed turn %s", turn.turn_id)
 
     def config(self, conversation_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": conversation_id}}
@@ -80,6 +98,7 @@ class TurnRunner:
 
     async def _run(self, turn: Turn) -> None:
         beat = asyncio.create_task(self._heartbeat(turn))
+        ACTIVE_TURNS.inc()
         try:
             await self._stream(turn)
         except asyncio.CancelledError:
@@ -92,6 +111,7 @@ class TurnRunner:
             await self._after_failure(turn, AgentChatError(ErrorCode.INTERNAL,
                                                            "internal error"))
         finally:
+            ACTIVE_TURNS.dec()
             beat.cancel()
             with contextlib.suppress(Exception):
                 await self.store.extend_lease(turn.conversation_id, turn.session_id,
@@ -165,6 +185,7 @@ class TurnRunner:
 
     async def _finish(self, turn: Turn, status: str, error_code: str | None = None) -> None:
         turn.status = status
+        TURNS.labels(status).inc()
         await self.store.finish_turn(turn.turn_id, status, error_code)
         await self.store.touch(turn.conversation_id)
 
@@ -205,16 +226,24 @@ class TurnRunner:
             log.exception("recording the cancelled turn %s failed", turn.turn_id)
 
     async def _after_failure(self, turn: Turn, err: AgentChatError) -> None:
-        try:
+        message_id = str(uuid.uuid4())  # one id, so a retried record adds the message once
+
+        async def record() -> None:
             await self._patch_state(turn, f"not completed: {err.code}", "")
             await self.store.close_dangling_calls(turn.conversation_id, "error")
             if turn.text:
-                await self.store.add_message(message_id=str(uuid.uuid4()),
+                await self.store.add_message(message_id=message_id,
                                              conversation_id=turn.conversation_id,
                                              turn_id=turn.turn_id, role="assistant",
                                              content=turn.text, partial=True)
             await self._finish(turn, "failed", str(err.code))
+
+        try:
+            await record()
         except Exception:
-            log.warning("recording the failed turn %s failed", turn.turn_id)
+            # Usually the database is down (that may be the failure itself): record it once
+            # it is back, in the background, so the user gets the error now.
+            log.warning("recording the failed turn %s failed; retrying", turn.turn_id)
+            self._keep(asyncio.create_task(self._retry_record(turn, record)))
         turn.emit({"type": "error", "code": str(err.code), "detail": err.detail,
                    "retryable": err.retryable})

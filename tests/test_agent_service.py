@@ -50,8 +50,12 @@ def test_health_keys_and_model_status(stack: Stack) -> None:
     status = httpx.get(base + "/api/agent/llm-status").json()
     assert status["model"] == "offline" and status["reachable"] is True
     assert "checked_at" in status
+    assert submit(stack, "alice", "привет")[-1]["metadata"]["message_id"]
     metrics = httpx.get(base + "/metrics").text
-    assert "agentchat_turns_total" in metrics
+    completed = [line for line in metrics.splitlines()
+                 if line.startswith('agentchat_turns_total{status="completed"}')]
+    assert completed and float(completed[0].split()[-1]) >= 1
+    assert 'agentchat_events_total{type="stream_token"}' in metrics
 
 
 def test_readyz_reports_a_dead_sidecar(stack: Stack) -> None:

@@ -1,0 +1,55 @@
+"""What a replica does about turns another process left behind when it died (kill -9, OOM).
+
+A running turn's process renews its conversation's lease every `lease_s / 3`, so a turn still
+`running` with no live lease and not running here is an orphan. Two ways it is settled:
+
+- The sweeper (every `lease_s`, in every replica) marks orphans failed (`INTERNAL`) and their
+  unfinished tool calls `error`, so history is consistent even if the user never returns. It
+  leaves the checkpoint alone: it holds no user token, and the run may still be finished.
+- The user's next submit (`ChatService`): `retry` finishes the interrupted run from its last
+  checkpoint with the same idempotency keys, so a confirmed call runs exactly once; a new
+  message first answers the dangling calls so the model never sees a call without a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from agentchat.agent.store import Store
+from agentchat.agent.turns import TurnRunner
+
+log = logging.getLogger("agentchat.agent.recovery")
+
+
+class OrphanSweeper:
+    def __init__(self, *, store: Store, runner: TurnRunner, lease_s: float) -> None:
+        self.store = store
+        self.runner = runner
+        self.lease_s = lease_s
+        self.task: asyncio.Task[None] | None = None
+
+    async def sweep(self) -> dict[str, int]:
+        live = [t.turn_id for t in self.runner.active.values()]
+        found = await self.store.sweep_orphans(live, grace_s=self.lease_s)
+        if found["turns"]:
+            log.warning("settled %s orphaned turns (%s tool calls)", found["turns"],
+                        found["calls"])
+        return {"turns": int(found["turns"]), "calls": int(found["calls"])}
+
+    async def _loop(self) -> None:
+        while True:
+            # A failed sweep (database down) is retried at the next interval.
+            with contextlib.suppress(Exception):
+                await self.sweep()
+            await asyncio.sleep(self.lease_s)
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._loop(), name="orphan-sweeper")
+
+    async def aclose(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
