@@ -1,0 +1,249 @@
+"""Benchmark: the Conversations REST API's queries on 10,000 conversations and 1,000,000
+messages across 1,000 users, against a primary-key lookup in the same run.
+
+Seeds its own database with COPY (dropped at the end unless --keep). Owners are skewed like a
+real installation: 10 heavy users hold half the conversations (500 each, ~50,000 messages),
+the other 990 share the rest. Each request runs the very functions the routes call
+(`agentchat.agent.conversations`, `agentchat.agent.history`) on a pool, one at a time:
+
+- pk: `SELECT … FROM conversations WHERE id = %s` (the baseline)
+- first_page: the list's first page (20) for a random user
+- deep_page: page 20 (conversations 381-400) of a heavy user, reached by its cursor
+- search_common / search_rare: `q` with a word in 1/8 of all messages / in ~100 messages,
+  for heavy and light users alike
+- search_title: a word only titles hold
+- search_absent_heavy: the worst case, a heavy user searching a word that 1/8 of the other
+  users' messages hold and none of theirs
+- history_first / history_deep: a conversation's newest 50 messages / its oldest page
+
+Goal: every request under 20 ms p99, query plans on indexes (printed as EXPLAIN lines).
+
+    TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test \\
+        .venv/bin/python bench/rest_conversations.py [--requests 300] [--keep]
+
+Prints one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from agentchat.agent import conversations, history
+from agentchat.agent.cursors import conversation_key, decode_conversation_key, history_key
+
+from agentchat.db import create_pool, migrate
+
+USERS, CONVERSATIONS, MESSAGES = 1_000, 10_000, 1_000_000
+HEAVY_USERS, HEAVY_SHARE = 10, 0.5
+SENTENCES = [
+    "Покажи дашборды по энергопотреблению за прошлый месяц",
+    "Found 3 dashboards matching your query about sales revenue",
+    "Задеплой дашборд {n} в прод, пожалуйста",
+    "The deployment finished successfully; the task id is {n}",
+    "Какие окна обслуживания запланированы на этой неделе?",
+    "Health summary: all environments are healthy except ss-stage",
+    "Экспортируй конфигурацию датасета {n} в YAML",
+    "Migrating datasets between environments requires read access",
+]
+TITLES = ["Отчёт по энергопотреблению", "Deploy to prod", "Проверка здоровья",
+          "Maintenance window plan", "Миграция датасетов", "Sales dashboards review"]
+RARE_WORDS = [f"кодовоеслово{i}" for i in range(10_000)]  # each in ~100 messages
+
+
+def owners() -> list[str]:
+    heavy = int(CONVERSATIONS * HEAVY_SHARE)
+    light = [f"user{HEAVY_USERS + i % (USERS - HEAVY_USERS)}"
+             for i in range(CONVERSATIONS - heavy)]
+    return [f"user{i % HEAVY_USERS}" for i in range(heavy)] + light
+
+
+async def seed(url: str) -> dict[str, Any]:
+    rng = random.Random(7)
+    now = datetime.now(UTC)
+    conv_ids = [str(uuid.uuid4()) for _ in range(CONVERSATIONS)]
+    who = owners()
+    heavy_count = int(CONVERSATIONS * HEAVY_SHARE)  # owners() puts them first
+    started = time.perf_counter()
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await migrate(conn)
+        async with conn.cursor() as cur, cur.copy(
+                "COPY conversations (id, owner, title, created_at, last_activity_at) "
+                "FROM STDIN") as copy:
+            for i, cid in enumerate(conv_ids):
+                at = now - timedelta(minutes=i * 3)
+                await copy.write_row((cid, who[i], f"{rng.choice(TITLES)} {i}",
+                                      at - timedelta(days=1), at))
+        async with conn.cursor() as cur, cur.copy(
+                "COPY messages (id, conversation_id, role, content, created_at) "
+                "FROM STDIN") as copy:
+            for j in range(MESSAGES):
+                # round-robin over conversations; the shift makes each one cycle through
+                # every sentence (else conversation k would repeat sentence k % 8)
+                text = SENTENCES[(j + j // CONVERSATIONS) % len(SENTENCES)].format(n=j % 997)
+                if j % CONVERSATIONS >= heavy_count and j % 4 == 1:
+                    text += " Инцидент закрыт"  # only light users' conversations say it
+                if j % 100 == 0:
+                    text += " " + RARE_WORDS[(j // 100) % len(RARE_WORDS)]
+                await copy.write_row((f"m{j}", conv_ids[j % CONVERSATIONS],
+                                      "user" if j % 2 == 0 else "assistant", text,
+                                      now - timedelta(seconds=MESSAGES - j)))
+        await conn.execute("VACUUM ANALYZE conversations")
+        await conn.execute("VACUUM ANALYZE messages")
+    return {"conversation_ids": conv_ids, "owners": who,
+            "seed_s": round(time.perf_counter() - started, 1)}
+
+
+def pct(samples: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {"p50_ms": round(statistics.median(s), 2),
+            "p99_ms": round(s[min(len(s) - 1, int(len(s) * 0.99))], 2),
+            "max_ms": round(s[-1], 2)}
+
+
+async def measure(n: int, make: Callable[[int], Awaitable[Any]]) -> dict[str, float]:
+    for i in range(20):  # warm the pool's backends (dictionaries, plans' catalog reads)
+        await make(i)
+    samples = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        await make(i)
+        samples.append((time.perf_counter() - t0) * 1000)
+    return pct(samples)
+
+
+async def explain(pool: Any, sql: str, params: dict[str, Any]) -> list[str]:
+    async with pool.connection() as conn:
+        cur = await conn.execute("EXPLAIN (COSTS OFF) " + sql, params)
+        return [r["QUERY PLAN"] for r in await cur.fetchall()]
+
+
+async def run(url: str, requests: int) -> dict[str, Any]:
+    data = await seed(url)
+    ids, who = data["conversation_ids"], data["owners"]
+    heavy = [f"user{i}" for i in range(HEAVY_USERS)]
+    users = sorted(set(who))
+    rng = random.Random(11)
+    pool = create_pool(url, min_size=4, max_size=4)
+    await pool.open(wait=True)
+    try:
+        async with pool.connection() as conn:
+            # the cursor of page 19's last row, for each heavy user: page 20 comes next
+            deep: dict[str, str] = {}
+            for u in heavy:
+                cur = await conn.execute(
+                    "SELECT last_activity_at, id FROM conversations WHERE owner = %s "
+                    "ORDER BY last_activity_at DESC, id DESC OFFSET 379 LIMIT 1", (u,))
+                row = await cur.fetchone()
+                deep[u] = conversation_key(row["last_activity_at"], row["id"])
+
+        def lister(user: Callable[[int], str], **kw: Any) -> Callable[[int], Awaitable[Any]]:
+            return lambda i: conversations.list_conversations(
+                pool=pool, owner=user(i), limit=20, include_archived=False,
+                **{"cursor": None, "q": None, **kw})
+
+        async def pk(i: int) -> Any:
+            async with pool.connection() as conn:
+                cur = await conn.execute(conversations.GET_OWNED,
+                                         {"id": ids[i % len(ids)], "owner": who[i % len(ids)]})
+                return await cur.fetchone()
+
+        def any_user(i: int) -> str:
+            return users[rng.randrange(len(users))]
+
+        def mixed(i: int) -> str:  # heavy and light users alternately
+            return heavy[i % HEAVY_USERS] if i % 2 else any_user(i)
+
+        results = {
+            "pk": await measure(requests, pk),
+            "first_page": await measure(requests, lister(any_user)),
+            "first_page_heavy": await measure(requests, lister(lambda i: heavy[i % 10])),
+        }
+        results["deep_page"] = await measure(requests, lambda i: conversations.list_conversations(
+            pool=pool, owner=heavy[i % 10], limit=20, cursor=deep[heavy[i % 10]], q=None,
+            include_archived=False))
+        results["search_common"] = await measure(requests, lister(mixed, q="дашборды"))
+        results["search_common_heavy"] = await measure(
+            requests, lister(lambda i: heavy[i % 10], q="dashboards"))
+        results["search_rare"] = await measure(
+            requests, lister(mixed, q=RARE_WORDS[rng.randrange(len(RARE_WORDS))]))
+        results["search_rare_heavy"] = await measure(
+            requests, lambda i: conversations.list_conversations(
+                pool=pool, owner=heavy[i % 10], limit=20, cursor=None, include_archived=False,
+                q=RARE_WORDS[rng.randrange(len(RARE_WORDS))]))
+        results["search_title"] = await measure(requests, lister(mixed, q="обслуживание plan"))
+        # the worst case: a heavy user, a word common elsewhere but in none of their messages
+        # (every one of their 500 conversations is checked)
+        results["search_absent_heavy"] = await measure(
+            requests, lister(lambda i: heavy[i % 10], q="инциденты"))
+        results["history_first"] = await measure(requests, lambda i: history.read_history(
+            pool=pool, owner=who[i % len(ids)], conversation_id=ids[i % len(ids)], limit=50,
+            cursor=None))
+        results["history_deep"] = await measure(requests, lambda i: history.read_history(
+            pool=pool, owner=who[i % len(ids)], conversation_id=ids[i % len(ids)], limit=50,
+            # messages are COPY'd round-robin, so conversation k's are pos k+1, k+10001, …:
+            # this cursor pages to its oldest 50
+            cursor=history_key(i % len(ids) + 1 + CONVERSATIONS * 50)))
+
+        def q(searching: bool, after: bool = False) -> str:
+            return conversations.list_query(searching=searching, include_archived=False,
+                                            after=after)
+        after_ts, after_id = decode_conversation_key(deep["user0"])
+        plans = {
+            "pk": await explain(pool, conversations.GET_OWNED, {"id": ids[0], "owner": who[0]}),
+            "first_page": await explain(pool, q(False), {"owner": "user500", "limit": 21}),
+            "deep_page": await explain(pool, q(False, True), {
+                "owner": "user0", "limit": 21, "after_ts": after_ts, "after_id": after_id}),
+            "search_heavy": await explain(pool, q(True), {"owner": "user0", "limit": 21,
+                                                          "q": RARE_WORDS[5]}),
+            "history_first": await explain(pool, history.PAGE.format(after=""),
+                                           {"id": ids[0], "limit": 51}),
+        }
+    finally:
+        await pool.close()
+    worst = max(r["p99_ms"] for k, r in results.items() if k != "pk")
+    return {"benchmark": "rest_conversations", "users": USERS, "conversations": CONVERSATIONS,
+            "messages": MESSAGES, "heavy_users": HEAVY_USERS,
+            "heavy_user_conversations": int(CONVERSATIONS * HEAVY_SHARE) // HEAVY_USERS,
+            "requests_each": requests, "seed_s": data["seed_s"], "results": results,
+            "worst_p99_ms": worst, "goal_p99_ms": 20, "goal_met": worst < 20,
+            "plans": plans}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--keep", action="store_true", help="keep the seeded database")
+    args = parser.parse_args()
+    server = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if not server:
+        raise SystemExit("set TEST_DATABASE_URL (or DATABASE_URL) to a server to seed")
+    name = "agentchat_bench_rest_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    params = psycopg.conninfo.conninfo_to_dict(server)
+    params["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+    try:
+        result = asyncio.run(run(url, args.requests))
+    finally:
+        if not args.keep:
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    for key, lines in result["plans"].items():
+        print(f"EXPLAIN {key}:\n  " + "\n  ".join(lines))
+    print(json.dumps(result, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
