@@ -18,7 +18,7 @@ from typing import Any
 
 from agentchat.agent.graph import TurnRuntime
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
-from agentchat.agent.store import Store
+from agentchat.agent.store import STORAGE_ERRORS, Store
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langgraph.graph.state import CompiledStateGraph
 
@@ -106,6 +106,9 @@ class TurnRunner:
             raise
         except AgentChatError as e:
             await self._after_failure(turn, e)
+        except STORAGE_ERRORS:  # the checkpointer's own writes meet the outage unwrapped
+            await self._after_failure(turn, AgentChatError(
+                ErrorCode.STORAGE_UNAVAILABLE, "the database is unreachable; try again shortly"))
         except Exception:  # never leak a stack trace to the client
             log.exception("turn %s failed", turn.turn_id)
             await self._after_failure(turn, AgentChatError(ErrorCode.INTERNAL,
