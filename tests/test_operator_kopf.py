@@ -189,7 +189,9 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
             assert since - published[kid] >= pre - 0.5, (kid, since - published[kid])
     # The previous key stayed in the JWKS at least lifetime + leeway after it stopped signing.
     stopped = sorted(signing.values())[1]
-    assert retired[old_kid] - stopped >= lifetime + LEEWAY - 0.5  # type: ignore[index]
+    # Both instants are observed by polling, each late by up to a poll plus scheduling delay
+    # on a loaded 2-core machine (seen: 0.4 s), hence the 1.5 s allowance.
+    assert retired[old_kid] - stopped >= lifetime + LEEWAY - 1.5  # type: ignore[index]
     # ... and once gone, its tokens are refused by the sidecar's verifier.
     verifier = verifier_for(cluster.secret(NS, "chat-jwks")["jwks.json"], tmp_path / "after")
     with pytest.raises(Exception, match="unknown_kid"):
