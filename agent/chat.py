@@ -84,7 +84,7 @@ class ChatService:
                 conversation_lock(conn, conversation_id):
             try:
                 taken = await self.store.take_lease(conversation_id, session,
-                                                    self.settings.lease_s)
+                                                    self.settings.lease_s, conn)
             except psycopg.errors.ForeignKeyViolation:
                 raise AgentChatError(ErrorCode.NOT_FOUND, "no such conversation") from None
         if not taken:
@@ -186,9 +186,9 @@ class ChatService:
     async def _deny_pending(self, conversation_id: str) -> list[dict[str, Any]]:
         """A new message (or a retry) over a pending card resolves the card as denied."""
         async with self.store.pool.connection() as conn, conversation_lock(conn, conversation_id):
-            pending = await self.store.pending_confirmation(conversation_id)
+            pending = await self.store.pending_confirmation(conversation_id, conn)
             if pending is None or not await self.store.resolve_confirmation(
-                    pending["confirm_id"], "denied"):
+                    pending["confirm_id"], "denied", conn):
                 return []
         patch = await self.runner.close_dangling(conversation_id, "not run: the user denied it")
         if patch:
@@ -204,7 +204,7 @@ class ChatService:
                       conversation_id: str, session: str) -> tuple[Turn, list[dict[str, Any]]]:
         # Answers are serialized per conversation: exactly one of two racing confirms wins.
         async with self.store.pool.connection() as conn, conversation_lock(conn, conversation_id):
-            pending = await self.store.pending_confirmation(conversation_id)
+            pending = await self.store.pending_confirmation(conversation_id, conn)
             if pending is None:
                 raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                      "there is no pending confirmation")
@@ -219,7 +219,7 @@ class ChatService:
                                      "this action is not permitted for you; close the card")
             else:
                 result = "confirmed" if req.action == "confirm" else "denied"
-            if not await self.store.resolve_confirmation(pending["confirm_id"], result):
+            if not await self.store.resolve_confirmation(pending["confirm_id"], result, conn):
                 raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                      "the confirmation was already answered")
         last = await self.store.last_turn(conversation_id)

@@ -130,9 +130,22 @@ class Store:
     def __init__(self, pool: psycopg_pool.AsyncConnectionPool) -> None:
         self.pool = pool
 
-    async def _one(self, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        async with storage_errors(), self.pool.connection() as conn:
-            cur = await conn.execute(sql, params)  # type: ignore[arg-type]
+    @asynccontextmanager
+    async def _connection(self, conn: psycopg.AsyncConnection[Any] | None
+                          ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The caller's connection when it holds the conversation's lock on one: taking a
+        second pool connection while holding one deadlocks a busy pool (bench/agent_scale.py:
+        200 conversations on 20 connections all timed out)."""
+        if conn is not None:
+            yield conn
+        else:
+            async with self.pool.connection() as own:
+                yield own
+
+    async def _one(self, sql: str, params: dict[str, Any],
+                   conn: psycopg.AsyncConnection[Any] | None = None) -> dict[str, Any] | None:
+        async with storage_errors(), self._connection(conn) as c:
+            cur = await c.execute(sql, params)  # type: ignore[arg-type]
             return await cur.fetchone() if cur.description else None  # type: ignore[return-value]
 
     async def _exec(self, sql: str, params: dict[str, Any]) -> None:
@@ -164,9 +177,10 @@ class Store:
 
     # leases ----------------------------------------------------------------------------------
 
-    async def take_lease(self, conversation_id: str, session: str, secs: float) -> bool:
+    async def take_lease(self, conversation_id: str, session: str, secs: float,
+                         conn: psycopg.AsyncConnection[Any] | None = None) -> bool:
         row = await self._one(TAKE_LEASE, {"id": conversation_id, "session": session,
-                                           "secs": secs})
+                                           "secs": secs}, conn)
         return row is not None
 
     async def extend_lease(self, conversation_id: str, session: str, secs: float) -> None:
@@ -233,11 +247,14 @@ class Store:
     async def get_confirmation(self, confirm_id: str) -> dict[str, Any] | None:
         return await self._one(GET_CONFIRMATION, {"confirm_id": confirm_id})
 
-    async def pending_confirmation(self, conversation_id: str) -> dict[str, Any] | None:
-        return await self._one(PENDING_CONFIRMATION, {"id": conversation_id})
+    async def pending_confirmation(self, conversation_id: str,
+                                   conn: psycopg.AsyncConnection[Any] | None = None
+                                   ) -> dict[str, Any] | None:
+        return await self._one(PENDING_CONFIRMATION, {"id": conversation_id}, conn)
 
-    async def resolve_confirmation(self, confirm_id: str, status: str) -> bool:
+    async def resolve_confirmation(self, confirm_id: str, status: str,
+                                   conn: psycopg.AsyncConnection[Any] | None = None) -> bool:
         """Resolve a pending card; False when someone else resolved it first."""
         row = await self._one(RESOLVE_CONFIRMATION, {"confirm_id": confirm_id,
-                                                     "status": status})
+                                                     "status": status}, conn)
         return row is not None
