@@ -171,5 +171,5 @@ async function confirm() {
 }
 
 const result = spec.mode === "confirm" ? await confirm() : await streams();
-console.log(JSON.stringify(result));
-process.exit(0);
+// Exit only once the output is flushed: a pipe takes 64 KB before a write goes async.
+process.stdout.write(JSON.stringify(result) + "\n", () => process.exit(0));
