@@ -1,0 +1,156 @@
+"""The agent's upstreams failing: the LLM endpoint refusing, hanging or cutting its stream
+halfway; the ss-tools API slow, failing or returning garbage, including under a confirmed
+write. The client gets a named error or a completed turn within a bound; the records and the
+sandbox audit agree with what it was told."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from reliability_support import assert_consistent, audit_ok, rows, say, turn_settled, wait_for
+from stack import Stack, running_stack
+from support import ROOT, Service, create_database, drop_database, free_port
+
+from agentchat.settings import PACKAGE_DATA
+
+BOUND_S = 45.0
+TOOL_TIMEOUT_S = 2
+
+
+def short_timeouts(tmp: Path) -> Path:
+    """The shipped catalog with a 2 s timeout on search_dashboards (the slow-API case)."""
+    data = yaml.safe_load((PACKAGE_DATA / "catalog.yaml").read_text())
+    for tool in data["tools"]:
+        if tool["name"] == "search_dashboards":
+            tool["timeout_s"] = TOOL_TIMEOUT_S
+    path = tmp / "catalog.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
+          migrated_template: str) -> Iterator[Stack]:
+    url = create_database(pg_server, template=migrated_template)
+    tmp = tmp_path_factory.mktemp("upstream")
+    try:
+        with running_stack(tmp / "data", url, catalog_path=short_timeouts(tmp),
+                           AGENTCHAT_LEASE_S="1") as s:
+            yield s
+    finally:
+        drop_database(pg_server, url)
+
+
+@pytest.fixture(scope="module")
+def llm(stack: Stack) -> Iterator[tuple[Service, Service]]:
+    """An OpenAI-compatible endpoint (tests/openai_stub.py) and an agent using it."""
+    port = free_port()
+    stub = Service([str(port)], env={}, port=port,
+                   exe=[sys.executable, str(ROOT / "tests" / "openai_stub.py")]).start()
+    agent = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
+                              AGENTCHAT_LLM_BASE_URL=stub.url + "/v1",
+                              AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_TIMEOUT_S="4")
+    yield stub, agent
+    agent.stop()
+    stub.stop()
+
+
+@pytest.mark.parametrize("mode", ["refuse", "hang", "cut"])
+def test_llm_endpoint_failing(stack: Stack, llm: tuple[Service, Service], mode: str) -> None:
+    stub, agent = llm
+    alice = stack.token("alice")
+    httpx.post(stub.url + "/mode", json={"mode": mode}).raise_for_status()
+    try:
+        started = time.monotonic()
+        out = say(agent, alice, "найди дашборды про энергопотребление", timeout=BOUND_S)
+        assert time.monotonic() - started < BOUND_S, "bounded by the LLM timeout"
+    finally:
+        httpx.post(stub.url + "/mode", json={"mode": "ok"}).raise_for_status()
+    assert out.kind == "error", out.types()
+    assert out.last["code"] == "LLM_UNAVAILABLE" and out.last["retryable"] is True
+    cid = out.conversation_id
+    assert cid
+    turns = wait_for(lambda: turn_settled(stack.database_url, cid), "the turn", BOUND_S)
+    assert [(t["status"], t["error_code"]) for t in turns] == [("failed", "LLM_UNAVAILABLE")]
+    msgs = rows(stack.database_url, "SELECT role FROM messages WHERE conversation_id=%s", cid)
+    assert [m["role"] for m in msgs] == ["user"], "the user's message is kept, nothing else"
+    # The endpoint is back: the frontend's Retry completes the same turn.
+    again = wait_for(lambda: (o := say(agent, alice, "__resume__", "retry", cid)).kind
+                     == "final" and o, "the retry", BOUND_S)
+    assert "энергопотреблению" in again.events[-1]["content"]
+    assert_consistent(stack.database_url, cid)
+
+
+def search(stack: Stack) -> tuple[object, str]:
+    out = say(stack.agent, stack.token("alice"), "найди дашборды про энергопотребление",
+              timeout=BOUND_S)
+    assert out.kind == "final", out.types()
+    cid = out.conversation_id
+    assert cid
+    assert_consistent(stack.database_url, cid)
+    return out, cid
+
+
+def calls_of(stack: Stack, cid: str) -> list[dict[str, object]]:
+    return rows(stack.database_url, "SELECT tool, outcome, attempts FROM tool_calls"
+                " WHERE conversation_id=%s", cid)
+
+
+def test_sstools_slow_within_and_past_the_tool_timeout(stack: Stack) -> None:
+    stack.fault(operation="search_dashboards", delay_s=0.5)
+    out, cid = search(stack)
+    assert "tool_end" in out.types()  # type: ignore[attr-defined]
+    stack.fault(operation="search_dashboards", delay_s=TOOL_TIMEOUT_S + 3)
+    started = time.monotonic()
+    out, cid = search(stack)
+    assert time.monotonic() - started < TOOL_TIMEOUT_S + 20
+    timeouts = out.of("tool_timeout")  # type: ignore[attr-defined]
+    assert len(timeouts) == 1 and timeouts[0]["timeout_seconds"] == TOOL_TIMEOUT_S
+    assert "tool_retry" not in out.types(), "a timed-out attempt is not retried"  # type: ignore[attr-defined]
+    assert [c["outcome"] for c in calls_of(stack, cid)] == ["timeout"]
+
+
+def test_sstools_failing_transient_and_not(stack: Stack) -> None:
+    stack.fault(operation="search_dashboards", status=502, times=2)
+    out, cid = search(stack)
+    assert out.of("tool_retry")[0]["attempt"] == 1  # type: ignore[attr-defined]
+    err = out.of("tool_error")[0]  # type: ignore[attr-defined]
+    assert err["retry_exhausted"] is True and err["retry_count"] == 2
+    assert calls_of(stack, cid) == [{"tool": "search_dashboards", "outcome": "error",
+                                     "attempts": 2}]
+    stack.fault(operation="search_dashboards", status=500)
+    out, cid = search(stack)
+    assert "tool_retry" not in out.types()  # type: ignore[attr-defined]
+    assert out.of("tool_error")[0]["retryable"] is False  # type: ignore[attr-defined]
+
+
+def test_sstools_returning_garbage(stack: Stack) -> None:
+    stack.fault(operation="search_dashboards", garbage=True)
+    out, cid = search(stack)
+    err = out.of("tool_error")[0]  # type: ignore[attr-defined]
+    assert "unreadable" in err["error"]
+    assert [c["outcome"] for c in calls_of(stack, cid)] == ["error"]
+
+
+def test_confirmed_write_through_a_flapping_api_runs_exactly_once(stack: Stack) -> None:
+    stack.reset_sandbox()
+    alice = stack.token("alice")
+    first = say(stack.agent, alice, "задеплой дашборд 42 в прод")
+    assert first.kind == "confirm_required"
+    cid, key = first.conversation_id, first.last["confirm_id"]
+    stack.fault(operation="deploy_dashboard", status=503)
+    answer = wait_for(lambda: (o := say(stack.agent, alice, "__resume__", "confirm", cid))
+                      .kind == "final" and o, "the confirm", BOUND_S)
+    assert answer.of("tool_retry")[0]["attempt"] == 1
+    assert answer.of("tool_end")[0]["tool"] == "deploy_dashboard"
+    audit = [a for a in stack.audit(operation="deploy_dashboard") if
+             a["idempotency_key"] == key]
+    assert [a["outcome"] for a in audit] == ["error", "ok"], "the 503, then one execution"
+    assert len(audit_ok(stack, operation="deploy_dashboard", idempotency_key=key)) == 1
+    assert_consistent(stack.database_url, cid)
