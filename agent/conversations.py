@@ -46,8 +46,9 @@ RETURNING {COLUMNS}
 LIST = f"SELECT {COLUMNS} FROM conversations c WHERE c.owner = %(owner)s"
 LIVE_ONLY = " AND NOT c.is_archived"
 AFTER = " AND (c.last_activity_at, c.id) < (%(after_ts)s, %(after_id)s)"
-# `russian` stems Russian and English alike (see migration 1). Only the owner's few
-# conversations are checked: the subquery walks messages_conversation_pos per conversation.
+# `russian` stems Russian and English alike (see migration 1). PostgreSQL picks per query:
+# a rare word is one GIN lookup (messages_tsv, hashed); otherwise each of the owner's
+# conversations is checked from messages_conversation_tsv, stopping at the page's end.
 MATCHES = """
  AND (to_tsvector('russian'::regconfig, c.title)
           @@ websearch_to_tsquery('russian'::regconfig, %(q)s)

@@ -206,6 +206,8 @@ async def run(url: str, requests: int) -> dict[str, Any]:
                 "owner": "user0", "limit": 21, "after_ts": after_ts, "after_id": after_id}),
             "search_heavy": await explain(pool, q(True), {"owner": "user0", "limit": 21,
                                                           "q": RARE_WORDS[5]}),
+            "search_absent_heavy": await explain(pool, q(True), {
+                "owner": "user0", "limit": 21, "q": "инциденты"}),
             "history_first": await explain(pool, history.PAGE.format(after=""),
                                            {"id": ids[0], "limit": 51}),
         }
