@@ -78,8 +78,13 @@ def test_llm_endpoint_failing(stack: Stack, llm: tuple[Service, Service], mode: 
     assert cid
     turns = wait_for(lambda: turn_settled(stack.database_url, cid), "the turn", BOUND_S)
     assert [(t["status"], t["error_code"]) for t in turns] == [("failed", "LLM_UNAVAILABLE")]
-    msgs = rows(stack.database_url, "SELECT role FROM messages WHERE conversation_id=%s", cid)
-    assert [m["role"] for m in msgs] == ["user"], "the user's message is kept, nothing else"
+    msgs = rows(stack.database_url, "SELECT role, partial FROM messages"
+                " WHERE conversation_id=%s ORDER BY pos", cid)
+    assert msgs[0] == {"role": "user", "partial": False}, "the user's message is kept"
+    # A stream cut halfway keeps the text that arrived, marked partial (002: "partial text
+    # preserved"); nothing else is stored as an answer.
+    assert all(m["partial"] for m in msgs[1:]), msgs
+    assert len(msgs) == (2 if out.of("stream_token") else 1), (msgs, out.types())
     # The endpoint is back: the frontend's Retry completes the same turn.
     again = wait_for(lambda: (o := say(agent, alice, "__resume__", "retry", cid)).kind
                      == "final" and o, "the retry", BOUND_S)
