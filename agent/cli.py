@@ -9,6 +9,7 @@ from typing import Any
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
+
     from agentchat.agent.main import create_app
     from agentchat.agent.settings import AgentSettings
 

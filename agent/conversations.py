@@ -11,10 +11,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentchat.agent import cursors
-from agentchat.agent.store import storage_errors
 from psycopg_pool import AsyncConnectionPool
 
+from agentchat.agent import cursors
+from agentchat.agent.store import storage_errors
 from agentchat.errors import AgentChatError, ErrorCode
 
 COLUMNS = "c.id, c.title, c.created_at, c.last_activity_at, c.is_archived, c.archived_at"

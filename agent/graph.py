@@ -21,10 +21,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from agentchat.agent.planner import context_message
-from agentchat.agent.planner_rules import TurnContext
-from agentchat.agent.policy_client import PolicyClient
-from agentchat.agent.tool_runtime import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.config import get_stream_writer
@@ -34,6 +30,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
+from agentchat.agent.planner import context_message
+from agentchat.agent.planner_rules import TurnContext
+from agentchat.agent.policy_client import PolicyClient
+from agentchat.agent.tool_runtime import ToolRuntime
 from agentchat.catalog import Catalog
 from agentchat.errors import AgentChatError, ErrorCode
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
 from agentchat.agent import cursors
 from agentchat.agent.conversations import get_conversation
 from agentchat.agent.store import storage_errors
-from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 PAGE = """
 SELECT id, conversation_id, turn_id, role, content, partial, created_at, pos

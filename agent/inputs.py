@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentchat.agent.settings import AgentSettings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentchat.agent.settings import AgentSettings
 from agentchat.errors import AgentChatError, ErrorCode
 
 ACTIONS = {None, "confirm", "deny", "retry"}

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from langchain_core.language_models import BaseChatModel
+
 from agentchat.agent.planner import OfflinePlanner
 from agentchat.agent.settings import AgentSettings
-from langchain_core.language_models import BaseChatModel
 
 OFFLINE = "offline"
 # A planner that obeys instructions found in tool results; only for the prompt-injection

@@ -7,15 +7,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import gradio as gr
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
 from agentchat.agent.api.main import api_router
 from agentchat.agent.gradio_app import build_blocks
 from agentchat.agent.services import ServiceHolder, build_services
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.store import STORAGE_ERRORS
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-
 from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent")
@@ -58,5 +58,9 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
         return JSONResponse({"code": "INTERNAL", "detail": "internal error"}, status_code=500)
 
     blocks = build_blocks(holder, settings)
+    # Gradio's queue runs at most `max_threads` jobs at once (40 unless launch() sets it, and
+    # mount_gradio_app cannot), whatever the concurrency limits say: 200 conversations ran in
+    # five waves of 40, the last starting 30 s late (bench/agent_scale.py).
+    blocks.max_threads = max(settings.chat_concurrency, 40)
     blocks.queue(default_concurrency_limit=settings.chat_concurrency)
     return gr.mount_gradio_app(app, blocks, path=settings.mount_path)

@@ -16,14 +16,6 @@ import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
-from agentchat.agent.planner_rules import (
-    TurnContext,
-    clauses,
-    intent_of,
-    is_russian,
-    normalize,
-    plan_call,
-)
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -37,6 +29,15 @@ from langchain_core.messages import (
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from agentchat.agent.planner_rules import (
+    TurnContext,
+    clauses,
+    intent_of,
+    is_russian,
+    normalize,
+    plan_call,
+)
 
 CONTEXT_MARKER = "Turn context (JSON):"
 _TOKEN_RE = re.compile(r"\S+\s*|\s+")

@@ -6,8 +6,8 @@ import uuid
 from typing import Any
 
 import httpx
-from agentchat.agent.service_token import ServiceTokenProvider
 
+from agentchat.agent.service_token import ServiceTokenProvider
 from agentchat.errors import AgentChatError, ErrorCode
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from pydantic import SecretStr
+
 from agentchat.agent.embeddings import (
     Embedder,
     EmbeddingsUnavailable,
@@ -43,8 +45,6 @@ from agentchat.agent.selection_context import (
 )
 from agentchat.agent.selection_keywords import KeywordMatcher, hits_by_tool
 from agentchat.agent.selection_text import tokenize
-from pydantic import SecretStr
-
 from agentchat.catalog import Catalog, cached_catalog
 from agentchat.settings import SharedSettings
 

@@ -14,7 +14,6 @@ from typing import Any
 from agentchat.agent.selection import Selection, ToolSelector, selector_from_settings
 from agentchat.agent.selection_context import resolve_dashboard_refs
 from agentchat.agent.settings import AgentSettings
-
 from agentchat.catalog import Catalog
 
 log = logging.getLogger("agentchat.agent.selection")

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from agentchat.agent.selection_text import Token, tokenize
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein, Prefix
 
+from agentchat.agent.selection_text import Token, tokenize
 from agentchat.catalog import Catalog
 
 How = Literal["exact", "form", "typo"]

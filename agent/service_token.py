@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import jwt
-from agentchat.agent.settings import AgentSettings
 
+from agentchat.agent.settings import AgentSettings
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.keys import ensure_ring, sign_service_token
 

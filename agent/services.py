@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg_pool import AsyncConnectionPool
+
 from agentchat.agent.chat import ChatService
 from agentchat.agent.graph import GraphDeps, build_graph
 from agentchat.agent.llm import make_llm
@@ -18,9 +21,6 @@ from agentchat.agent.settings import AgentSettings
 from agentchat.agent.store import Store
 from agentchat.agent.tool_runtime import ToolRuntime
 from agentchat.agent.turns import TurnRunner
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg_pool import AsyncConnectionPool
-
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.db import create_pool, migrate, resolve_database_url
 from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentchat.agent.selection import SelectionSettings
 from pydantic import model_validator
+
+from agentchat.agent.selection import SelectionSettings
 
 PLACEHOLDER_SECRET = "dev-client-secret"
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from agentchat.agent.service_token import ServiceTokenProvider
 
+from agentchat.agent.service_token import ServiceTokenProvider
 from agentchat.catalog import Catalog, Tool
 
 TRANSIENT = {502, 503, 504}

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentchat.agent.graph import TurnRuntime
-from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
-from agentchat.agent.store import STORAGE_ERRORS, Store
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langgraph.graph.state import CompiledStateGraph
 
+from agentchat.agent.graph import TurnRuntime
+from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
+from agentchat.agent.store import STORAGE_ERRORS, Store
 from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent.turns")

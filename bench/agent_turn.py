@@ -22,8 +22,9 @@ import statistics
 import sys
 from typing import Any
 
-from common import Stack, bare_server, bench_env, gradio_url, run_client, summary
 from gradio_client import Client
+
+from common import Stack, bare_server, bench_env, gradio_url, run_client, summary
 
 PROMPT = "find sales dashboards in ss-dev and echo {words} words"
 

@@ -43,6 +43,8 @@ def build_app(token_delay_s: float) -> FastAPI:
 
     # Unlimited concurrency, as the agent's /chat (AGENTCHAT_CHAT_CONCURRENCY=1000).
     demo = gr.ChatInterface(respond, api_name="chat", concurrency_limit=None)
+    # As the agent does (agent/main.py): Gradio's queue otherwise runs only 40 jobs at once.
+    demo.max_threads = 1000
     demo.queue(default_concurrency_limit=None)
     return gr.mount_gradio_app(app, demo, path=MOUNT_PATH)
 

@@ -28,10 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
+from agentchat.db import embedded_url, migrate_url  # noqa: E402
 from stack import Stack, running_stack  # noqa: E402
 from support import Service, create_database, drop_database, free_port  # noqa: E402
-
-from agentchat.db import embedded_url, migrate_url  # noqa: E402
 
 __all__ = ["ROOT", "RssSampler", "Stack", "bare_server", "bench_env", "percentile",
            "run_client", "summary"]

@@ -32,10 +32,9 @@ from gradio_client import Client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from agentchat.db import embedded_url, migrate_url  # noqa: E402
 from stack import Stack, running_stack  # noqa: E402
 from support import create_database, drop_database  # noqa: E402
-
-from agentchat.db import embedded_url, migrate_url  # noqa: E402
 
 PROMPT = "найди дашборды про энергопотребление"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import uvloop
+
 from policy_load import (
     check_requests,
     closed_loop,

@@ -26,8 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
 import uvloop
+
 from agentchat.policy.reload import build_snapshot
 from agentchat.policy.synthetic import SHIPPED_POLICY
+from agentchat.settings import PACKAGE_DATA
 from policy_load import (
     build_request,
     closed_loop,
@@ -37,8 +39,6 @@ from policy_load import (
     process_cpu,
     sidecar,
 )
-
-from agentchat.settings import PACKAGE_DATA
 
 SWAP_EVERY_S = 0.05
 EXTRA_B = "p, auditor, *, read, allow\n"

@@ -17,13 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from agentchat.catalog import load_catalog
 from agentchat.policy.engine import CheckRequest, decide
 from agentchat.policy.reference import ReferenceEnforcer
 from agentchat.policy.rules import read_folder, validate
 from agentchat.policy.snapshot import ANY_DOMAIN, Snapshot
 from agentchat.policy.synthetic import random_requests, write_synthetic
-
-from agentchat.catalog import load_catalog
 from agentchat.settings import PACKAGE_DATA
 
 

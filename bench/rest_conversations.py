@@ -39,9 +39,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+
 from agentchat.agent import conversations, history
 from agentchat.agent.cursors import conversation_key, decode_conversation_key, history_key
-
 from agentchat.db import create_pool, migrate
 
 USERS, CONVERSATIONS, MESSAGES = 1_000, 10_000, 1_000_000

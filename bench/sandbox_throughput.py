@@ -28,11 +28,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support import Service, free_port  # noqa: E402
-
 from agentchat.identity import DevUserIssuer  # noqa: E402
 from agentchat.keys import ensure_ring, sign_service_token  # noqa: E402
 from agentchat.settings import SharedSettings  # noqa: E402
+from support import Service, free_port  # noqa: E402
 
 Request = Callable[[httpx.AsyncClient], Any]
 

@@ -22,6 +22,7 @@ def register(subparsers: Any) -> None:
 
 def _cmd_operator(args: argparse.Namespace) -> int:
     import kopf
+
     from agentchat.operator import main  # registers the handlers
 
     settings = main.SETTINGS

@@ -12,9 +12,10 @@ import base64
 from typing import Any
 
 import kopf
-from agentchat.operator import constants as c
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from agentchat.operator import constants as c
 
 MERGE_PATCH = "application/merge-patch+json"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+
 from agentchat.operator import constants as c
 from agentchat.operator.handlers.handle_prune_agentchat import handle_prune_agentchat
 from agentchat.operator.handlers.handle_rotate_agentchat import handle_rotate_agentchat

@@ -22,11 +22,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from agentchat.operator.constants import PRUNER_LOCK
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
 from agentchat.db import release_conversation_lock, try_conversation_lock
+from agentchat.operator.constants import PRUNER_LOCK
 
 # The candidate predicate; %(...)s are the cut-off times. `expired` = delete, else keep_latest.
 _PENDING_CARD = """EXISTS (SELECT 1 FROM confirmations f WHERE f.conversation_id = c.id

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import yaml
+
 from agentchat.operator import constants as c
 
 RESOURCES: dict[str, tuple[str, bool, set[str]]] = {

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import jwt
-from agentchat.operator.spec import ServiceTokenSpec
 
 from agentchat.keys import KeyRing
+from agentchat.operator.spec import ServiceTokenSpec
 
 
 def read_claims(token: str) -> tuple[dict[str, Any], dict[str, Any]] | None:

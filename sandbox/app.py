@@ -13,15 +13,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agentchat.sandbox.access import Gatekeeper
-from agentchat.sandbox.audit import AuditLog
-from agentchat.sandbox.faults import Fault, FaultBoard
-from agentchat.sandbox.gateway import Gateway
-from agentchat.sandbox.idempotency import IdempotencyStore
-from agentchat.sandbox.ops_dashboards import OPERATIONS as DASHBOARD_OPERATIONS
-from agentchat.sandbox.ops_platform import OPERATIONS as PLATFORM_OPERATIONS
-from agentchat.sandbox.settings import SandboxSettings
-from agentchat.sandbox.world import World
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -32,6 +23,15 @@ from agentchat.catalog import load_catalog
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import service_verifier, user_verifier
 from agentchat.keys import ensure_ring, load_ring, sign_service_token
+from agentchat.sandbox.access import Gatekeeper
+from agentchat.sandbox.audit import AuditLog
+from agentchat.sandbox.faults import Fault, FaultBoard
+from agentchat.sandbox.gateway import Gateway
+from agentchat.sandbox.idempotency import IdempotencyStore
+from agentchat.sandbox.ops_dashboards import OPERATIONS as DASHBOARD_OPERATIONS
+from agentchat.sandbox.ops_platform import OPERATIONS as PLATFORM_OPERATIONS
+from agentchat.sandbox.settings import SandboxSettings
+from agentchat.sandbox.world import World
 
 log = logging.getLogger("agentchat.sandbox")
 OPERATIONS = {**DASHBOARD_OPERATIONS, **PLATFORM_OPERATIONS}

@@ -8,11 +8,11 @@ import sys
 
 def _cmd_sandbox(args: argparse.Namespace) -> int:
     import uvicorn
-    from agentchat.sandbox.app import create_app
-    from agentchat.sandbox.settings import SandboxSettings
     from pydantic import ValidationError
 
     from agentchat.errors import CatalogError
+    from agentchat.sandbox.app import create_app
+    from agentchat.sandbox.settings import SandboxSettings
 
     try:
         settings = SandboxSettings()

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentchat.sandbox.access import readable_envs
-from agentchat.sandbox.data import ENV_IDS
-from agentchat.sandbox.world import World
-
 from agentchat.catalog import Catalog
 from agentchat.errors import ErrorCode
 from agentchat.identity import Principal
+from agentchat.sandbox.access import readable_envs
+from agentchat.sandbox.data import ENV_IDS
+from agentchat.sandbox.world import World
 
 
 class OpError(Exception):

@@ -13,6 +13,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from fastapi import Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from agentchat.catalog import Catalog, Tool
+from agentchat.errors import ErrorCode
 from agentchat.sandbox.access import Caller, Gatekeeper, refusal
 from agentchat.sandbox.arguments import ArgumentReader, ArgumentsError
 from agentchat.sandbox.audit import AuditLog
@@ -26,11 +31,6 @@ from agentchat.sandbox.idempotency import (
     fingerprint,
 )
 from agentchat.sandbox.world import World
-from fastapi import Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
-
-from agentchat.catalog import Catalog, Tool
-from agentchat.errors import ErrorCode
 
 log = logging.getLogger("agentchat.sandbox")
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import yaml
+
 from agentchat.sandbox.context import OpContext, OpError, Reply, not_found
 from agentchat.sandbox.data import ENV_IDS
 from agentchat.sandbox.search import best_matches

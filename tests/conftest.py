@@ -15,13 +15,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from stack import Stack, running_stack
-from support import create_database, drop_database
 
 from agentchat.db import embedded_url, migrate_url
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, ensure_ring
 from agentchat.settings import SharedSettings
+from stack import Stack, running_stack
+from support import create_database, drop_database
 
 TEMPLATE = "agentchat_template"
 

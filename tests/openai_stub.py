@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import uvicorn
-from agentchat.agent.planner import OfflinePlanner, _chunks
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -27,6 +26,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from agentchat.agent.planner import OfflinePlanner, _chunks
 
 STATE = {"mode": "ok", "requests": 0}
 

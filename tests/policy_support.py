@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from agentchat.policy.synthetic import SHIPPED_POLICY
 from support import free_port, running
 

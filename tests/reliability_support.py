@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 import psycopg
 from psycopg.rows import dict_row
+
 from raw_chat import Outcome, RawChat
 from stack import Stack
 from support import Service, free_port

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 from gradio_client import Client
+
 from stack import Stack
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from support import Service, free_port
 
 from agentchat.identity import DEMO_USERS, DevUserIssuer
 from agentchat.keys import ensure_ring
 from agentchat.settings import SharedSettings
+from support import Service, free_port
 
 CLIENT_SECRET = "stack-test-secret"
 

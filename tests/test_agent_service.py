@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from gradio_client import Client
 from psycopg.rows import dict_row
+
 from stack import Stack
 from support import ROOT, Service, free_port
 

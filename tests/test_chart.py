@@ -9,6 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 from kubernetes_validate import utils as kv
+
 from test_chart_support import (
     CHART,
     OLDEST,

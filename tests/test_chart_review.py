@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from test_chart_support import (
     CHART,
     ROOT,

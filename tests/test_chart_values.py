@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+
 from test_chart_support import CHART, HelmError, lint, matrix, render
 
 DEFAULT = matrix()["default"]

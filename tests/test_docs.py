@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 
 import pytest
+from pydantic_settings import BaseSettings
+
 from agentchat.agent.settings import AgentSettings
 from agentchat.operator.settings import OperatorSettings
 from agentchat.policy.settings import PolicySettings
 from agentchat.sandbox.settings import SandboxSettings
-from pydantic_settings import BaseSettings
-from support import ROOT
-
 from agentchat.settings import SharedSettings
+from support import ROOT
 
 README = (ROOT / "README.md").read_text()
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from raw_chat import Outcome, RawChat
 from reliability_support import (
     assert_consistent,

@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+
+from agentchat.settings import PACKAGE_DATA
 from reliability_support import assert_consistent, audit_ok, rows, say, turn_settled, wait_for
 from stack import Stack, running_stack
 from support import ROOT, Service, create_database, drop_database, free_port
-
-from agentchat.settings import PACKAGE_DATA
 
 BOUND_S = 45.0
 TOOL_TIMEOUT_S = 2

@@ -16,19 +16,19 @@ from typing import Any
 
 import httpx
 import pytest
-from agentchat.policy.app import BatchBody, CheckBody, PermissionsBody
-from attacks import USER_ATTACKS, user_attacks
 from gradio_client import Client, handle_file
 from hypothesis import HealthCheck, given, settings
-from raw_chat import RawChat
-from reliability_support import assert_consistent, audit_ok, rows, run, say
 from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from schemathesis.openapi import from_dict
-from stack import Stack
 
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import ensure_ring
+from agentchat.policy.app import BatchBody, CheckBody, PermissionsBody
+from attacks import USER_ATTACKS, user_attacks
+from raw_chat import RawChat
+from reliability_support import assert_consistent, audit_ok, rows, run, say
+from stack import Stack
 
 EXAMPLES = 60
 

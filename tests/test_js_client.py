@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from stack import CLIENT_SECRET, Stack, running_stack
-from support import ROOT, create_database, drop_database, free_port
 
 from agentchat.settings import PACKAGE_DATA
+from stack import CLIENT_SECRET, Stack, running_stack
+from support import ROOT, create_database, drop_database, free_port
 
 JS = ROOT / "tests" / "js"
 

@@ -11,6 +11,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+
 from agentchat.operator import constants as c
 from agentchat.operator.spec import InvalidSpec, parse_spec
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentchat.operator.testing import KubeEmulator
-from support import Service, free_port
 
 from agentchat.identity import JwksFile, service_verifier
 from agentchat.keys import KeyRing, sign_service_token, write_atomic
+from agentchat.operator.testing import KubeEmulator
 from agentchat.settings import SharedSettings
+from support import Service, free_port
 
 NS = "team-a"
 LEEWAY = 2

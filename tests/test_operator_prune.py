@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import psycopg
-from agentchat.operator.pruning import Retention, prune
-from agentchat.operator.testing import KubeEmulator
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
-from support import free_port
-from test_operator_kopf import NS, cluster, conditions, operator_factory, wait_for
 
 from agentchat.db import conversation_lock, create_pool
+from agentchat.operator.pruning import Retention, prune
+from agentchat.operator.testing import KubeEmulator
+from support import free_port
+from test_operator_kopf import NS, cluster, conditions, operator_factory, wait_for
 
 __all__ = ["cluster", "operator_factory"]  # fixtures re-used from the kopf tests
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentchat.operator.rotation import RotationPolicy, next_due, plan_rotation
 
 from agentchat.errors import TokenError
 from agentchat.identity import JwksFile, service_verifier
 from agentchat.keys import KeyRing, sign_service_token, write_atomic
+from agentchat.operator.rotation import RotationPolicy, next_due, plan_rotation
 from agentchat.settings import SharedSettings
 
 POLICY = RotationPolicy(interval_s=100, pre_publication_s=20, overlap_s=50)

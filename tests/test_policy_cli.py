@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from agentchat.policy.synthetic import SHIPPED_POLICY
-from agentchat.policy.tokens import CachedVerifier
-from support import AGENTCHAT
 
 from agentchat.errors import TokenError
 from agentchat.identity import DevUserIssuer, user_verifier
+from agentchat.policy.synthetic import SHIPPED_POLICY
+from agentchat.policy.tokens import CachedVerifier
 from agentchat.settings import SharedSettings
+from support import AGENTCHAT
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -7,6 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from agentchat.catalog import load_catalog
+from agentchat.identity import parse_roles
 from agentchat.policy.engine import CheckRequest, decide, tool_risk
 from agentchat.policy.policy_tests import run_policy_tests
 from agentchat.policy.reference import ReferenceEnforcer
@@ -14,9 +17,6 @@ from agentchat.policy.reload import ReloadError, build_snapshot
 from agentchat.policy.rules import read_folder, validate
 from agentchat.policy.snapshot import Snapshot
 from agentchat.policy.synthetic import SHIPPED_POLICY, random_requests, write_synthetic
-
-from agentchat.catalog import load_catalog
-from agentchat.identity import parse_roles
 from agentchat.settings import PACKAGE_DATA
 
 CATALOG_PATH = PACKAGE_DATA / "catalog.yaml"

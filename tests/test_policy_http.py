@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentchat.policy.synthetic import SHIPPED_POLICY
-from attacks import SERVICE_ATTACKS, USER_ATTACKS, service_attacks, user_attacks
-from policy_support import PolicyClient, configmap_folder, sidecar, swap_configmap
 
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, load_ring, new_key, save_ring, sign_service_token
+from agentchat.policy.synthetic import SHIPPED_POLICY
 from agentchat.settings import SharedSettings
+from attacks import SERVICE_ATTACKS, USER_ATTACKS, service_attacks, user_attacks
+from policy_support import PolicyClient, configmap_folder, sidecar, swap_configmap
 
 CARD_FIELDS = {"request_id", "decision_id", "decision", "allow", "reason_code", "tool", "risk",
                "risk_level", "dangerous", "confirmation_required", "env_context",

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
 from raw_chat import Outcome, RawChat
 from reliability_support import (
     assert_consistent,

@@ -8,12 +8,12 @@ import uuid
 from typing import Any
 
 import pytest
-from attacks import user_attacks
-from rest_support import api, append, chat, create, fresh_user, history, of_type, ok, session
-from stack import Stack
 
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import ensure_ring
+from attacks import user_attacks
+from rest_support import api, append, chat, create, fresh_user, history, of_type, ok, session
+from stack import Stack
 
 
 def _cards(items: list[dict[str, Any]], key: str) -> dict[str, tuple[str, dict[str, Any]]]:

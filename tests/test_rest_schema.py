@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rest_support import append, create, fresh_user, history, listing, ok
 from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from schemathesis.openapi import from_url
+
+from rest_support import append, create, fresh_user, history, listing, ok
 from stack import Stack
 
 EXAMPLES = 50

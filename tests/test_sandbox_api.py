@@ -7,11 +7,11 @@ import time
 from typing import Any
 
 import pytest
-import test_sandbox_fixtures as fx
-from test_sandbox_fixtures import TASK_STEP_S, SandboxClient
 
+import test_sandbox_fixtures as fx
 from agentchat.catalog import Tool, load_catalog
 from agentchat.settings import SharedSettings
+from test_sandbox_fixtures import TASK_STEP_S, SandboxClient
 
 api, sandbox_keys, sandbox_service = fx.api, fx.sandbox_keys, fx.sandbox_service
 CATALOG = load_catalog(SharedSettings().catalog_path)

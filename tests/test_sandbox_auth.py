@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+
 import test_sandbox_fixtures as fx
 from attacks import SERVICE_ATTACKS, USER_ATTACKS, service_attacks, user_attacks
 from support import Service

@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from support import Service, free_port
 
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, ensure_ring, sign_service_token
 from agentchat.settings import SharedSettings
+from support import Service, free_port
 
 TASK_STEP_S = 0.3
 

@@ -8,6 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+
 import test_sandbox_fixtures as fx
 from test_sandbox_fixtures import SandboxClient
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 import test_sandbox_fixtures as fx
 from support import AGENTCHAT, ROOT, Service, free_port
 from test_sandbox_fixtures import Keys, sandbox_env

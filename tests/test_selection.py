@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+
 from agentchat.agent.embeddings import UseEmbedder
 from agentchat.agent.selection import (
     DEFAULT_SET,
@@ -16,7 +17,6 @@ from agentchat.agent.selection import (
     ToolSelector,
     get_tools_for_query,
 )
-
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.settings import PACKAGE_DATA
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from agentchat.agent.selection import resolve_dashboard_refs
 from agentchat.agent.selection_context import refers_to_context
 

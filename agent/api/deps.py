@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from agentchat.agent.chat import bearer
-from agentchat.agent.services import Services
 from fastapi import Depends, Request
 
+from agentchat.agent.chat import bearer
+from agentchat.agent.services import Services
 from agentchat.identity import Principal
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agentchat.agent.rest_models import ErrorBody
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException  # what FastAPI raises; its own subclasses it
 
+from agentchat.agent.rest_models import ErrorBody
 from agentchat.errors import ErrorCode
 
 # Documents the scheme only: `CurrentUser` verifies the token (auto_error off, so a missing

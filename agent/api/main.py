@@ -1,7 +1,8 @@
 """All REST routers of the agent service."""
 
-from agentchat.agent.api.routes import agent, conversations, health, history
 from fastapi import APIRouter
+
+from agentchat.agent.api.routes import agent, conversations, health, history
 
 api_router = APIRouter()
 api_router.include_router(health.router)

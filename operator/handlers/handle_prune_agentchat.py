@@ -12,16 +12,16 @@ from typing import Any
 
 import kopf
 import psycopg
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from agentchat.db import create_pool, migrate
+from agentchat.errors import ErrorCode
 from agentchat.operator import constants as c
 from agentchat.operator.kube import Kube, KubeError
 from agentchat.operator.pruning import PrunerBusy, Retention, prune
 from agentchat.operator.settings import OperatorSettings
 from agentchat.operator.spec import AgentChatSpec, InvalidSpec, parse_spec
 from agentchat.operator.status import condition, iso, merge_conditions, parse_iso
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-from agentchat.db import create_pool, migrate
-from agentchat.errors import ErrorCode
 
 
 class NoDatabase(Exception):

@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 import kopf
+
+from agentchat.keys import KeyRing, sign_service_token
 from agentchat.operator import constants as c
 from agentchat.operator.kube import Kube, KubeError
 from agentchat.operator.rotation import Plan, RotationPolicy, next_due, plan_rotation
@@ -20,8 +22,6 @@ from agentchat.operator.settings import OperatorSettings
 from agentchat.operator.spec import AgentChatSpec, InvalidSpec, Names, parse_spec
 from agentchat.operator.status import condition, iso, merge_conditions, parse_iso
 from agentchat.operator.tokens import read_claims, renewal_reason
-
-from agentchat.keys import KeyRing, sign_service_token
 
 EVENT_REASONS = {"created": "KeyCreated", "published": "KeyPublished",
                  "promoted": "KeyRotated", "retired": "KeyRetired"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import kopf
+
 from agentchat.operator.kube import Kube
 from agentchat.operator.settings import OperatorSettings
 

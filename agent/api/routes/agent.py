@@ -6,12 +6,12 @@ import json
 from datetime import datetime
 from typing import Any
 
-from agentchat.agent.api.deps import CurrentUser, ServicesDep
-from agentchat.agent.inputs import UIContext
-from agentchat.agent.llm import llm_status
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
+from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.inputs import UIContext
+from agentchat.agent.llm import llm_status
 from agentchat.errors import AgentChatError, ErrorCode
 
 router = APIRouter(prefix="/api/agent", tags=["agent"])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from fastapi import APIRouter, Query, Response, Security, status
+
 from agentchat.agent import conversations as service
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
@@ -17,7 +19,6 @@ from agentchat.agent.rest_models import (
     Message,
     MessageIn,
 )
-from fastapi import APIRouter, Query, Response, Security, status
 
 router = APIRouter(prefix="/api/assistant/conversations", tags=["conversations"],
                    dependencies=[Security(BEARER)], route_class=RestRoute)

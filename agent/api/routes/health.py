@@ -6,12 +6,13 @@ import asyncio
 from typing import Any
 
 import httpx
-from agentchat.agent.api.deps import ServicesDep
-from agentchat.agent.llm import llm_status
-from agentchat.agent.metrics import REGISTRY
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from agentchat.agent.api.deps import ServicesDep
+from agentchat.agent.llm import llm_status
+from agentchat.agent.metrics import REGISTRY
 
 router = APIRouter(tags=["health"])
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from fastapi import APIRouter, Query, Security
+
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
 from agentchat.agent.history import read_history
 from agentchat.agent.rest_models import HistoryPage
-from fastapi import APIRouter, Query, Security
 
 router = APIRouter(prefix="/api/assistant", tags=["history"], dependencies=[Security(BEARER)],
                    route_class=RestRoute)
