@@ -38,17 +38,18 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from agentchat.db import embedded_url  # noqa: E402
+from agentchat.sandbox.data import seed_dashboards  # noqa: E402
 from raw_chat import Outcome, RawChat  # noqa: E402
 from reliability_support import start_replica  # noqa: E402
 from stack import Stack, running_stack  # noqa: E402
 from support import Service, create_database, drop_database  # noqa: E402
 
-from agentchat.db import embedded_url  # noqa: E402
-
 ROLES = ["editor@ss-dev", "editor@ss-stage", "viewer@prod"]
 PLAIN = ["привет", "что ты умеешь?", "hello, what can you do?", "привет and echo 40 words"]
 TOOLS = ["найди дашборды про энергопотребление", "покажи окна обслуживания в ss-dev",
          "какие есть окружения?", "find dashboards about sales", "покажи список миграций"]
+DASHBOARDS = [i for i, d in seed_dashboards().items() if d["envs"]]
 # (action, weight): a realistic mix, questions and tool calls first.
 MIX = [("plain", 25), ("tool", 25), ("card", 18), ("cancel", 8), ("drop", 8), ("history", 12),
        ("new_conversation", 4)]
@@ -123,7 +124,8 @@ class User:
         return out
 
     async def card(self) -> None:
-        out = await self.say("card", f"задеплой дашборд {self.rng.randint(1, 60)} в ss-stage")
+        dashboard = self.rng.choice(DASHBOARDS)
+        out = await self.say("card", f"задеплой дашборд {dashboard} в ss-stage")
         if out.kind != "confirm_required":
             return
         await asyncio.sleep(self.rng.uniform(0.5, 8.0))  # the user reads the card
@@ -217,8 +219,11 @@ def check_books(stack: Stack, books: Books) -> dict[str, Any]:
     missing_users = sum(max(0, n - int(users.get(cid, 0))) for cid, n in books.admitted.items())
     still_running = int(running[0]) if running else 0
     audit = stack.audit()
+    # An execution is a request that reached the operation (a replay of the key is not).
     executions = Counter(a["idempotency_key"] for a in audit
-                         if a["operation"] == "deploy_dashboard" and a["outcome"] == "ok")
+                         if a["operation"] == "deploy_dashboard" and a["outcome"] != "replayed")
+    ok = Counter(a["idempotency_key"] for a in audit
+                 if a["operation"] == "deploy_dashboard" and a["outcome"] == "ok")
     return {
         "turns_lost": missing_finals + missing_users + still_running,
         "lost_detail": {"finals_not_stored": missing_finals,
@@ -226,6 +231,7 @@ def check_books(stack: Stack, books: Books) -> dict[str, Any]:
                         "tool_calls_left_running": int(dangling[0]) if dangling else 0},
         "confirmed": len(books.confirmed),
         "confirmed_not_executed_once": sum(1 for k in books.confirmed if executions[k] != 1),
+        "confirmed_executed_ok": sum(1 for k in books.confirmed if ok[k] == 1),
         "denied_but_executed": sum(1 for k in books.denied if executions[k]),
         "turns_stored": int(n_turns[0]) if n_turns else 0,
         "turns_by_status_or_code": statuses,
@@ -243,6 +249,11 @@ async def soak(stack: Stack, b: Service, policy_b: Service,
     async with httpx.AsyncClient(limits=limits) as http:
         users = [User(i, stack, (stack.agent, b)[i % 2], (b, stack.agent)[i % 2], http, books,
                       random.Random(rng.random())) for i in range(args.users)]
+        # Baseline in the same run: time to first token of one user on the idle system.
+        probe = RawChat(stack.agent.url, stack.token("soak-probe", ROLES), http)
+        idle = [(await probe.submit("привет", None, None, timeout=60)).first_token_s
+                for _ in range(5)]
+        idle_ttft = [t for t in idle if t is not None]
         memory = {"start": rss(procs)}
         size0 = db_size(stack.database_url)
         started = time.monotonic()
@@ -269,7 +280,7 @@ async def soak(stack: Stack, b: Service, policy_b: Service,
         "outcomes": dict(sorted(books.outcomes.items())),
         "history_reads": books.history_reads, "history_errors": books.history_errors,
         "ttft_ms": {"p50": pct(books.first_token_s, 0.5), "p99": pct(books.first_token_s, 0.99),
-                    "n": len(books.first_token_s)},
+                    "n": len(books.first_token_s), "idle_baseline_p50": pct(idle_ttft, 0.5)},
         "event_gap_ms": {"p50": pct(books.gaps_s, 0.5), "p99": pct(books.gaps_s, 0.99),
                          "n": len(books.gaps_s)},
         "rss_mb": memory,
