@@ -10,6 +10,7 @@ import gradio as gr
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.main import api_router
 from agentchat.agent.gradio_app import build_blocks
@@ -40,6 +41,15 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     @app.exception_handler(AgentChatError)
     async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
         return JSONResponse(exc.to_dict(), status_code=exc.http_status)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        # Unknown paths, wrong methods, unparseable bodies: the same {code, detail} shape.
+        code = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN,
+                404: ErrorCode.NOT_FOUND}.get(exc.status_code, ErrorCode.INVALID_REQUEST
+                                              if exc.status_code < 500 else ErrorCode.INTERNAL)
+        return JSONResponse({"code": str(code), "detail": str(exc.detail)},
+                            status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -43,6 +43,8 @@ def rows(stack: Stack, sql: str, *params: Any) -> list[dict[str, Any]]:
 def test_health_keys_and_model_status(stack: Stack) -> None:
     base = stack.agent.url
     assert httpx.get(base + "/livez").json() == {"status": "ok"}
+    missing = httpx.get(base + "/api/agent/no-such-thing")
+    assert missing.status_code == 404 and missing.json()["code"] == "NOT_FOUND"
     ready = httpx.get(base + "/readyz", timeout=10)
     assert ready.status_code == 200, ready.text
     jwks = httpx.get(base + "/api/agent/.well-known/jwks.json").json()
