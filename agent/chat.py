@@ -15,6 +15,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langgraph.types import Command
+
 from agentchat.agent.graph import TurnRuntime
 from agentchat.agent.inputs import ChatRequest, file_text, parse_request
 from agentchat.agent.metrics import EVENTS, FIRST_EVENT
@@ -23,9 +26,6 @@ from agentchat.agent.selection_adapter import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.store import Store, storage_errors
 from agentchat.agent.turns import END_OF_STREAM, Turn, TurnRunner
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
-from langgraph.types import Command
-
 from agentchat.db import conversation_lock
 from agentchat.errors import AgentChatError, ErrorCode, TokenError
 from agentchat.identity import Principal, TokenVerifier
@@ -254,11 +254,18 @@ def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
 
 async def coalesce(queue: asyncio.Queue[dict[str, Any]],
                    flush_s: float) -> AsyncIterator[dict[str, Any]]:
-    """Events from a turn with text merged: at most one stream_token per flush interval."""
+    """Events from a turn with text merged: at most one stream_token per flush interval.
+
+    Every token already queued joins the event being built, so a reader slowed by load gets
+    the backlog in one event instead of one token per pull (a backlog that never shrinks).
+    """
     buf = ""
     last = 0.0
+    held: dict[str, Any] | None = None  # a non-text event met while draining
     while True:
-        if buf:
+        if held is not None:
+            event, held = held, None
+        elif buf:
             wait = last + flush_s - time.monotonic()
             if wait <= 0:
                 yield {"type": "stream_token", "token": buf}
@@ -272,6 +279,12 @@ async def coalesce(queue: asyncio.Queue[dict[str, Any]],
             event = await queue.get()
         if event["type"] == "stream_token":
             buf += event["token"]
+            while held is None and not queue.empty():
+                nxt = queue.get_nowait()
+                if nxt["type"] == "stream_token":
+                    buf += nxt["token"]
+                else:
+                    held = nxt
             continue
         if buf:
             yield {"type": "stream_token", "token": buf}
