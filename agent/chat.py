@@ -78,7 +78,10 @@ class ChatService:
     async def take_lease(self, conversation_id: str, session: str) -> None:
         """The multi-tab gate (PROTOCOL §4). Taken under the conversation's lock, so the
         pruner (which checks leases under the same lock) never deletes a thread being used."""
-        if conversation_id in self.runner.active:
+        # A turn that has sent its last event (final, card, error) may still be writing its
+        # records: the next submit is not busy (a follow-up right after the final got BUSY).
+        running = self.runner.active.get(conversation_id)
+        if running is not None and running.status == "running":
             raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
         async with storage_errors(), self.store.pool.connection() as conn, \
                 conversation_lock(conn, conversation_id):
