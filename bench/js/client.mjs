@@ -152,6 +152,7 @@ async function timed(client, payload) {
 async function confirm() {
   const client = await connect();
   const out = [];
+  const errors = [];
   for (let i = 0; i < spec.repeats; i++) {
     const card = await timed(client, { message: spec.card_message });
     if (card.meta.type !== "confirm_required") {
@@ -162,12 +163,13 @@ async function confirm() {
                                        conversation_id: cid });
     const plain = await timed(client, { message: spec.plain_message, conversation_id: cid });
     if (conf.types[0] !== "confirm_resolved" || !conf.meta.message_id || !plain.meta.message_id) {
-      throw new Error(`unexpected: ${JSON.stringify([conf.types, conf.meta, plain.types])}`);
+      errors.push([conf.types, plain.types, plain.meta.code ?? null, plain.meta.detail ?? null]);
+      continue;
     }
     out.push({ card_first: card.first, confirm_first: conf.first, confirm_second: conf.second,
                confirm_end: conf.end, plain_first: plain.first, plain_end: plain.end });
   }
-  return { mode: "confirm", repeats: out };
+  return { mode: "confirm", repeats: out, errors };
 }
 
 const result = spec.mode === "confirm" ? await confirm() : await streams();
