@@ -125,6 +125,7 @@ class TurnRunner:
 
     async def _stream(self, turn: Turn) -> None:
         config = self.config(turn.conversation_id)
+        card: dict[str, Any] | None = None
         async for mode, chunk in self.graph.astream(
             turn.graph_input, config, context=turn.runtime,
             stream_mode=["messages", "custom", "updates"],
@@ -139,10 +140,14 @@ class TurnRunner:
             elif mode == "custom" and isinstance(chunk, dict):
                 await self._record_tool_event(turn, chunk)
                 turn.emit(chunk)
-            elif mode == "updates" and "__interrupt__" in chunk:
-                for intr in chunk["__interrupt__"]:
-                    await self._raise_card(turn, dict(intr.value))
-                    return
+            elif mode == "updates" and "__interrupt__" in chunk and card is None:
+                card = dict(chunk["__interrupt__"][0].value)
+        if card is not None:
+            # Only now: LangGraph saves the interrupted step's checkpoint when the run's loop
+            # exits. Raised from inside the loop, the card could be answered before that
+            # checkpoint existed (the soak saw half its answers re-raise the card under load).
+            await self._raise_card(turn, card)
+            return
         state = await self.graph.aget_state(config)
         halt = state.values.get("halt")
         if halt:

@@ -111,3 +111,16 @@ def history_items(agent: Service, token: str, cid: str) -> list[dict[str, Any]]:
                      headers={"Authorization": f"Bearer {token}"})
     assert resp.status_code == 200, resp.text
     return list(resp.json()["items"])
+
+
+def when_free(call: Callable[[], Outcome], timeout: float = 60.0,
+              tolerate: tuple[str, ...] = ("CONVERSATION_BUSY",)) -> Outcome:
+    """Repeat a submit while it is refused with a retryable code the situation explains (the
+    other tab's lease still running out); anything else is returned at once to be asserted."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = call()
+        busy = out.kind == "error" and out.last.get("code") in tolerate
+        if not busy or time.monotonic() > deadline:
+            return out
+        time.sleep(0.5)

@@ -23,6 +23,7 @@ from reliability_support import (
     say,
     turn_settled,
     wait_for,
+    when_free,
 )
 from stack import Stack, running_stack
 from support import create_database, drop_database
@@ -68,8 +69,8 @@ def test_kill_9_mid_stream(stack: Stack) -> None:
     assert_consistent(stack.database_url, cid)
     # The next turn works on the surviving replica (once the dead tab's lease lapsed).
     alice = stack.token("alice")
-    nxt = wait_for(lambda: (o := say(stack.agent, alice, "привет", None, cid)).kind == "final"
-                   and o, "the next turn", BOUND_S)
+    nxt = when_free(lambda: say(stack.agent, alice, "привет", None, cid))
+    assert nxt.kind == "final", nxt.types()
     assert nxt.last["message_id"]
     assert [m["role"] for m in history_items(stack.agent, alice, cid)] == [
         "user", "user", "assistant"]
@@ -87,8 +88,9 @@ def test_kill_9_mid_tool_call_then_a_new_message(stack: Stack) -> None:
     assert [(c["tool"], c["outcome"]) for c in calls] == [("search_dashboards", "error")]
     assert "interrupted" in calls[0]["error"]
     alice = stack.token("alice")
-    nxt = wait_for(lambda: (o := say(stack.agent, alice, "найди дашборды про энергопотребление",
-                                     None, cid)).kind == "final" and o, "the next turn", BOUND_S)
+    nxt = when_free(lambda: say(stack.agent, alice, "найди дашборды про энергопотребление",
+                                None, cid))
+    assert nxt.kind == "final", nxt.types()
     assert "энергопотреблению" in nxt.events[-1]["content"]
     assert_consistent(stack.database_url, cid)
 
@@ -115,8 +117,8 @@ def test_kill_9_mid_confirmed_call_then_retry_runs_it_exactly_once(stack: Stack)
     assert answer.kind == "dropped", answer.types()
     # The frontend reconnects (to the other replica) and presses Retry: the run goes on
     # from its checkpoint with the card's idempotency key.
-    again = wait_for(lambda: (o := say(stack.agent, alice, "__resume__", "retry", cid)).kind
-                     == "final" and o, "the retry", BOUND_S)
+    again = when_free(lambda: say(stack.agent, alice, "__resume__", "retry", cid))
+    assert again.kind == "final", again.types()
     assert [e["tool"] for e in again.of("tool_end")] == ["deploy_dashboard"]
     runs = wait_for(lambda: audit_ok(stack, operation="deploy_dashboard",
                                      idempotency_key=key), "the deploy", BOUND_S)

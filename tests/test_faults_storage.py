@@ -23,6 +23,7 @@ from reliability_support import (
     say,
     turn_settled,
     wait_for,
+    when_free,
 )
 from stack import Stack, running_stack
 
@@ -75,8 +76,8 @@ def test_restart_mid_stream_the_turn_completes_or_fails_named(stack: Stack,
                      BOUND_S)
     assert turns[0]["status"] == ("completed" if out.kind == "final" else "failed")
     # The pool recovered: the next turn works.
-    nxt = wait_for(lambda: (o := say(stack.agent, alice, "привет", None, cid, tab=tab)).kind
-                   == "final" and o, "the next turn", BOUND_S)
+    nxt = when_free(lambda: say(stack.agent, alice, "привет", None, cid, tab=tab))
+    assert nxt.kind == "final", nxt.types()
     assert nxt.last["message_id"]
     assert_consistent(stack.database_url, cid)
 
@@ -107,8 +108,8 @@ def test_down_mid_tool_call_storage_unavailable_then_recorded(stack: Stack,
                      BOUND_S)
     assert [(t["status"], t["error_code"]) for t in turns] == [
         ("failed", "STORAGE_UNAVAILABLE")]
-    again = wait_for(lambda: (o := say(stack.agent, alice, "__resume__", "retry", cid,
-                                       tab=tab)).kind == "final" and o, "the retry", BOUND_S)
+    again = when_free(lambda: say(stack.agent, alice, "__resume__", "retry", cid, tab=tab))
+    assert again.kind == "final", again.types()
     assert "энергопотреблению" in again.events[-1]["content"]
     assert_consistent(stack.database_url, cid)
 
@@ -133,8 +134,8 @@ def test_confirm_during_a_database_outage(stack: Stack, up: PrivatePostgres) -> 
     pending = rows(stack.database_url, "SELECT status FROM confirmations"
                    " WHERE confirm_id=%s", key)
     assert pending == [{"status": "pending"}], "the card survived the outage"
-    answer = wait_for(lambda: (o := say(stack.agent, alice, "__resume__", "confirm", cid,
-                                        tab=tab)).kind == "final" and o, "the confirm", BOUND_S)
+    answer = when_free(lambda: say(stack.agent, alice, "__resume__", "confirm", cid, tab=tab))
+    assert answer.kind == "final", answer.types()
     assert answer.of("confirm_resolved")[0]["result"] == "confirmed"
     assert len(audit_ok(stack, operation="deploy_dashboard", idempotency_key=key)) == 1
     assert_consistent(stack.database_url, cid)

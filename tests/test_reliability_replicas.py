@@ -19,6 +19,7 @@ from reliability_support import (
     say,
     start_replica,
     wait_for,
+    when_free,
 )
 from stack import Stack, running_stack
 from support import Service, create_database, drop_database
@@ -55,8 +56,8 @@ def test_started_on_one_listed_continued_and_confirmed_on_the_other(
     assert listed[0]["title"]
     # The card outlives A's lease: once it lapses, B answers it (naming the card).
     resume = {"text": "__resume__", "files": [], "confirm_id": card["confirm_id"]}
-    answer = wait_for(lambda: (o := say(b, alice, resume, "confirm", cid)).kind != "error"
-                      and o, "B answering after the lease", timeout=30)
+    answer = when_free(lambda: say(b, alice, resume, "confirm", cid))
+    assert answer.kind == "final", answer.types()
     assert answer.of("confirm_resolved")[0]["result"] == "confirmed"
     assert answer.kind == "final", answer.types()
     done = wait_for(lambda: audit_ok(stack, operation="deploy_dashboard",
@@ -64,11 +65,11 @@ def test_started_on_one_listed_continued_and_confirmed_on_the_other(
                     "the confirmed deploy in the audit")
     assert len(done) == 1
     # Continued on B, then on A again (each after the other's lease lapsed).
-    nxt = wait_for(lambda: (o := say(b, alice, "покажи окна обслуживания", None, cid)).kind
-                   == "final" and o, "a new turn on B", timeout=30)
+    nxt = when_free(lambda: say(b, alice, "покажи окна обслуживания", None, cid))
+    assert nxt.kind == "final", nxt.types()
     assert nxt.conversation_id == cid
-    back = wait_for(lambda: (o := say(a, alice, "привет", None, cid)).kind == "final" and o,
-                    "a new turn on A", timeout=30)
+    back = when_free(lambda: say(a, alice, "привет", None, cid))
+    assert back.kind == "final", back.types()
     assert back.last["message_id"]
     assert len(audit_ok(stack, operation="deploy_dashboard",
                         idempotency_key=card["confirm_id"])) == 1
@@ -120,8 +121,8 @@ def test_card_raised_on_a_confirmed_through_b_after_a_stopped(
     assert first.kind == "confirm_required", first.types()
     cid, card = first.conversation_id, first.last
     c.stop()
-    answer = wait_for(lambda: (o := say(b, alice, "__resume__", "confirm", cid))
-                      .kind != "error" and o, "B answering A's card", timeout=30)
+    answer = when_free(lambda: say(b, alice, "__resume__", "confirm", cid))
+    assert answer.kind == "final", answer.types()
     assert answer.types()[0] == "confirm_resolved"
     assert answer.of("confirm_resolved")[0]["result"] == "confirmed"
     assert answer.kind == "final", answer.types()
