@@ -23,8 +23,6 @@ from agentchat.settings import SharedSettings
 from stack import Stack, running_stack
 from support import create_database, drop_database
 
-TEMPLATE = "agentchat_template"
-
 
 @pytest.fixture(scope="session")
 def pg_server(tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -36,15 +34,13 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def migrated_template(pg_server: str) -> str:
-    """A migrated database that every test database is cloned from."""
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
-    from support import with_database
-
-    asyncio.run(migrate_url(with_database(pg_server, TEMPLATE)))
-    return TEMPLATE
+def migrated_template(pg_server: str) -> Iterator[str]:
+    """A migrated database that every test database is cloned from (named per session, so
+    two test runs on one server never drop each other's template)."""
+    url = create_database(pg_server)
+    asyncio.run(migrate_url(url))
+    yield str(psycopg.conninfo.conninfo_to_dict(url)["dbname"])
+    drop_database(pg_server, url)
 
 
 @pytest.fixture
