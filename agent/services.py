@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -92,6 +91,3 @@ class ServiceHolder:
         if self.services is None:
             raise RuntimeError("the agent is not started")
         return self.services
-
-    def __getattr__(self, name: str) -> Any:  # pragma: no cover - convenience
-        return getattr(self.get(), name)
