@@ -60,6 +60,7 @@ class Books:
     outcomes: Counter[str] = field(default_factory=Counter)
     first_token_s: list[float] = field(default_factory=list)
     gaps_s: list[float] = field(default_factory=list)
+    token_gaps_s: list[float] = field(default_factory=list)
     finals: dict[str, str] = field(default_factory=dict)          # message_id -> conversation
     admitted: Counter[str] = field(default_factory=Counter)       # conversation -> new turns
     confirmed: set[str] = field(default_factory=set)
@@ -75,6 +76,7 @@ class Books:
         if out.first_token_s is not None:
             self.first_token_s.append(out.first_token_s)
         self.gaps_s.extend(out.gaps_s)
+        self.token_gaps_s.extend(out.token_gaps_s)
         cid = out.conversation_id
         for e in out.events:
             meta = e["metadata"]
@@ -187,6 +189,19 @@ def rss(services: dict[str, Service]) -> dict[str, float]:
     return out
 
 
+def trend(samples: list[dict[str, float]], names: list[str]) -> dict[str, float | None]:
+    """Least-squares slope of RSS against actions served, per process."""
+    out: dict[str, float | None] = {}
+    for name in names:
+        xs = [s["actions"] for s in samples]
+        ys = [s[name] for s in samples]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        var = sum((x - mx) ** 2 for x in xs)
+        out[name] = round(1000 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+                          / var, 2) if var else None
+    return out
+
+
 def db_size(url: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
@@ -261,10 +276,15 @@ async def soak(stack: Stack, b: Service, policy_b: Service,
         loops = [asyncio.create_task(user_loop(u, stop_at, random.Random(rng.random()),
                                                (args.think_min, args.think_max)))
                  for u in users]
-        await asyncio.sleep(args.seconds / 2)
-        memory["middle"] = rss(procs)
+        samples: list[dict[str, float]] = []
+        for i in range(10):  # ten samples across the run, for the trend
+            await asyncio.sleep(args.seconds / 10)
+            samples.append({"t_s": round(time.monotonic() - started), "actions": books.actions,
+                            **rss(procs)})
+            if i == 4:
+                memory["middle"] = rss(procs)
         # Running actions finish; a hard bound so the soak always stops by itself.
-        _done, pending = await asyncio.wait(loops, timeout=args.seconds / 2 + args.grace)
+        _done, pending = await asyncio.wait(loops, timeout=args.grace)
         for t in pending:
             t.cancel()
         elapsed = time.monotonic() - started
@@ -281,9 +301,15 @@ async def soak(stack: Stack, b: Service, policy_b: Service,
         "history_reads": books.history_reads, "history_errors": books.history_errors,
         "ttft_ms": {"p50": pct(books.first_token_s, 0.5), "p99": pct(books.first_token_s, 0.99),
                     "n": len(books.first_token_s), "idle_baseline_p50": pct(idle_ttft, 0.5)},
+        # Any two events (includes a tool's own run time) and two text events in a row.
         "event_gap_ms": {"p50": pct(books.gaps_s, 0.5), "p99": pct(books.gaps_s, 0.99),
                          "n": len(books.gaps_s)},
+        "token_gap_ms": {"p50": pct(books.token_gaps_s, 0.5),
+                         "p99": pct(books.token_gaps_s, 0.99), "n": len(books.token_gaps_s)},
         "rss_mb": memory,
+        # MB per 1000 actions over the second half (start-up warm-up excluded): ~0 = flat.
+        "rss_trend_mb_per_1k_actions": trend(samples[4:], ["agent_a", "agent_b"]),
+        "rss_samples": samples,
         "db_growth_bytes_per_turn": round(growth / max(1, result["turns_stored"])),
         "baseline_note": "goal: turns_lost 0, confirmed_not_executed_once 0, flat rss",
     }

@@ -30,7 +30,8 @@ class Outcome:
     event_id: str | None = None
     started: float = field(default_factory=time.monotonic)
     first_token_s: float | None = None
-    gaps_s: list[float] = field(default_factory=list)
+    gaps_s: list[float] = field(default_factory=list)        # between any two events
+    token_gaps_s: list[float] = field(default_factory=list)  # between two stream_tokens
     transport_error: str | None = None  # the connection broke (e.g. the agent was killed)
     completed: bool = False               # Gradio's process_completed arrived
 
@@ -127,6 +128,9 @@ class RawChat:
                         out.first_token_s = now - out.started
                     elif out.events:
                         out.gaps_s.append(now - last_at)
+                        if meta.get("type") == "stream_token" and out.events[-1][
+                                "metadata"].get("type") == "stream_token":
+                            out.token_gaps_s.append(now - last_at)
                     last_at = now
                     out.events.append(event)
                     if on_event is not None:
