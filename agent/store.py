@@ -121,6 +121,10 @@ async def storage_errors() -> AsyncIterator[None]:
     """Turn a database outage into STORAGE_UNAVAILABLE (retryable)."""
     try:
         yield
+    except psycopg.errors.ProgramLimitExceeded:
+        # An OperationalError too, but no outage: retrying cannot help (e.g. a value too big
+        # for an index), so it is not STORAGE_UNAVAILABLE's "try again shortly".
+        raise AgentChatError(ErrorCode.INTERNAL, "the record could not be stored") from None
     except STORAGE_ERRORS:
         raise AgentChatError(ErrorCode.STORAGE_UNAVAILABLE,
                              "the database is unreachable; try again shortly") from None

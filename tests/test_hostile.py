@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -264,6 +265,29 @@ def test_oversized_text_and_uicontext_are_refused_and_not_stored(stack: Stack) -
                 user)[0]["n"] == 1, "no conversation was opened"
     assert rows(stack.database_url, "SELECT count(*) AS n FROM messages"
                 " WHERE conversation_id=%s", cid)[0]["n"] == before
+
+
+def test_messages_up_to_the_limit_are_stored_whole(stack: Stack) -> None:
+    """The limit's other side: 16 KB of varied words, and a long answer, are kept whole (a
+    covering index on the messages' tsvector once refused both)."""
+    rng = random.Random(5)
+    words = ["".join(rng.choice("абвгдеёжзиклмнопрстуфхцчшщэюяabcdefghijklmnop")
+                     for _ in range(rng.randint(4, 9))) for _ in range(3000)]
+    text = ""
+    while len((text + " " + words[0]).encode()) <= 16 * 1024:
+        text = (text + " " + words.pop()).strip()
+    token = stack.token("alice")
+    tab = RawChat(stack.agent.url, token, None)  # type: ignore[arg-type]
+    out = say(stack.agent, token, text, tab=tab)
+    assert out.kind == "final", out.last
+    long = say(stack.agent, token, "привет and echo 600 words", None, out.conversation_id,
+               tab=tab)
+    assert long.kind == "final", long.last
+    stored = rows(stack.database_url, "SELECT role, content FROM messages"
+                  " WHERE conversation_id=%s ORDER BY pos", out.conversation_id)
+    assert stored[0]["content"] == text
+    assert stored[-1]["content"] == long.events[-1]["content"]
+    assert len(stored[-1]["content"].split()) >= 600
 
 
 def test_oversized_and_too_many_files_are_refused_and_not_stored(stack: Stack,

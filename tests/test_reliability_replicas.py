@@ -100,7 +100,7 @@ def test_the_lease_holds_across_replicas(replicas: tuple[Stack, Service, Service
         assert busy.last["retryable"] is True
     finally:
         t.join(120)
-    assert seen["a"].kind == "final", seen["a"].types()
+    assert seen["a"].kind == "final", seen["a"].last
     assert_consistent(stack.database_url, cid)
 
 
