@@ -46,7 +46,8 @@ from stack import Stack, running_stack  # noqa: E402
 from support import Service, create_database, drop_database  # noqa: E402
 
 ROLES = ["editor@ss-dev", "editor@ss-stage", "viewer@prod"]
-PLAIN = ["привет", "что ты умеешь?", "hello, what can you do?", "привет and echo 40 words"]
+PLAIN = ["привет", "что ты умеешь?", "hello, what can you do?", "привет and echo 40 words",
+         "привет and echo 400 words"]
 TOOLS = ["найди дашборды про энергопотребление", "покажи окна обслуживания в ss-dev",
          "какие есть окружения?", "find dashboards about sales", "покажи список миграций"]
 DASHBOARDS = [i for i, d in seed_dashboards().items() if d["envs"]]
