@@ -74,12 +74,14 @@ SIDECAR_OPS = [("GET", "/livez"), ("GET", "/readyz"), ("GET", "/metrics"),
                ("POST", "/v1/check"), ("POST", "/v1/checks"), ("POST", "/v1/permissions")]
 
 
-@pytest.mark.parametrize(("method", "path"), SIDECAR_OPS)
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+# The GET routes take no input, so there is nothing schema-violating to send them.
+SIDECAR_CASES = [(m, p, mode) for m, p in SIDECAR_OPS for mode in GenerationMode
+                 if mode is GenerationMode.POSITIVE or m == "POST"]
+
+
+@pytest.mark.parametrize(("method", "path", "mode"), SIDECAR_CASES)
 def test_sidecar_never_answers_5xx(stack: Stack, sidecar: Any, method: str, path: str,
                                    mode: GenerationMode) -> None:
-    if method == "GET" and mode is GenerationMode.NEGATIVE:
-        pytest.skip("no inputs to violate")
     op = sidecar[path][method]
     service, user = stack.service_token(), stack.token("bob")
     seen: list[int] = []
