@@ -48,7 +48,8 @@ LIVE_ONLY = " AND NOT c.is_archived"
 AFTER = " AND (c.last_activity_at, c.id) < (%(after_ts)s, %(after_id)s)"
 # `russian` stems Russian and English alike (see migration 1). PostgreSQL picks per query:
 # a rare word is one GIN lookup (messages_tsv, hashed); otherwise each of the owner's
-# conversations is checked from messages_conversation_tsv, stopping at the page's end.
+# conversations is checked through messages_conversation_pos and the heap, stopping at the
+# page's end (migration 2's covering index was retired by 3: btree entries have a size cap).
 MATCHES = """
  AND (to_tsvector('russian'::regconfig, c.title)
           @@ websearch_to_tsquery('russian'::regconfig, %(q)s)
