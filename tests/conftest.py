@@ -20,7 +20,7 @@ from agentchat.db import embedded_url, migrate_url
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, ensure_ring
 from agentchat.settings import SharedSettings
-from stack import Stack, running_stack
+from stack import Stack, stack_on_own_database
 from support import create_database, drop_database
 
 
@@ -63,12 +63,9 @@ def empty_database_url(pg_server: str) -> Iterator[str]:
 def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
           migrated_template: str) -> Iterator[Stack]:
     """Sandbox, policy sidecar and agent as real processes on a database of their own."""
-    url = create_database(pg_server, template=migrated_template)
-    try:
-        with running_stack(tmp_path_factory.mktemp("stack"), url) as s:
-            yield s
-    finally:
-        drop_database(pg_server, url)
+    with stack_on_own_database(pg_server, migrated_template,
+                               tmp_path_factory.mktemp("stack")) as s:
+        yield s
 
 
 @pytest.fixture

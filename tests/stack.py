@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import yaml
 
 from agentchat.identity import DEMO_USERS, DevUserIssuer
 from agentchat.keys import ensure_ring
-from agentchat.settings import SharedSettings
-from support import Service, free_port
+from agentchat.settings import PACKAGE_DATA, SharedSettings
+from support import Service, create_database, drop_database, free_port
 
 CLIENT_SECRET = "stack-test-secret"
 
@@ -143,3 +144,26 @@ def running_stack(data_dir: Path, database_url: str, *, catalog_path: Path | Non
         raise
     finally:
         stack.stop()
+
+
+@contextlib.contextmanager
+def stack_on_own_database(pg_server: str, template: str, tmp: Path,
+                          **kwargs: object) -> Iterator[Stack]:
+    """`running_stack` on a fresh database cloned from the migrated template, dropped after."""
+    url = create_database(pg_server, template=template)
+    try:
+        with running_stack(tmp / "data", url, **kwargs) as s:  # type: ignore[arg-type]
+            yield s
+    finally:
+        drop_database(pg_server, url)
+
+
+def catalog_with_timeouts(tmp: Path, timeouts: dict[str, float]) -> Path:
+    """The shipped catalog with some tools' timeouts shortened (the slow-API tests)."""
+    data = yaml.safe_load((PACKAGE_DATA / "catalog.yaml").read_text())
+    for tool in data["tools"]:
+        if tool["name"] in timeouts:
+            tool["timeout_s"] = timeouts[tool["name"]]
+    path = tmp / "catalog.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    return path

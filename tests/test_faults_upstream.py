@@ -8,13 +8,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
-from agentchat.settings import PACKAGE_DATA
 from reliability_support import (
     assert_consistent,
     audit_ok,
@@ -24,35 +21,22 @@ from reliability_support import (
     wait_for,
     when_free,
 )
-from stack import Stack, running_stack
-from support import ROOT, Service, create_database, drop_database, free_port
+from stack import Stack, catalog_with_timeouts, stack_on_own_database
+from support import ROOT, Service, free_port
 
 BOUND_S = 45.0
 TOOL_TIMEOUT_S = 2
 
 
-def short_timeouts(tmp: Path) -> Path:
-    """The shipped catalog with a 2 s timeout on search_dashboards (the slow-API case)."""
-    data = yaml.safe_load((PACKAGE_DATA / "catalog.yaml").read_text())
-    for tool in data["tools"]:
-        if tool["name"] == "search_dashboards":
-            tool["timeout_s"] = TOOL_TIMEOUT_S
-    path = tmp / "catalog.yaml"
-    path.write_text(yaml.safe_dump(data, allow_unicode=True))
-    return path
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
           migrated_template: str) -> Iterator[Stack]:
-    url = create_database(pg_server, template=migrated_template)
     tmp = tmp_path_factory.mktemp("upstream")
-    try:
-        with running_stack(tmp / "data", url, catalog_path=short_timeouts(tmp),
-                           AGENTCHAT_LEASE_S="1") as s:
-            yield s
-    finally:
-        drop_database(pg_server, url)
+    # search_dashboards times out after 2 s here (the slow-API case).
+    catalog = catalog_with_timeouts(tmp, {"search_dashboards": TOOL_TIMEOUT_S})
+    with stack_on_own_database(pg_server, migrated_template, tmp, catalog_path=catalog,
+                               AGENTCHAT_LEASE_S="1") as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

@@ -11,50 +11,31 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import yaml
 
-from agentchat.settings import PACKAGE_DATA
-from stack import CLIENT_SECRET, Stack, running_stack
-from support import ROOT, create_database, drop_database, free_port
+from stack import CLIENT_SECRET, Stack, catalog_with_timeouts, stack_on_own_database
+from support import ROOT, free_port
 
 JS = ROOT / "tests" / "js"
-
-
-def test_catalog(tmp: Path) -> Path:
-    """The shipped catalog with a 2 s timeout on superset_explore_database (timeout test)."""
-    data = yaml.safe_load((PACKAGE_DATA / "catalog.yaml").read_text())
-    for tool in data["tools"]:
-        if tool["name"] == "superset_explore_database":
-            tool["timeout_s"] = 2
-    path = tmp / "catalog.yaml"
-    path.write_text(yaml.safe_dump(data, allow_unicode=True))
-    return path
-
-
-test_catalog.__test__ = False  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")
 def js_stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
              migrated_template: str) -> Iterator[Stack]:
-    url = create_database(pg_server, template=migrated_template)
     tmp = tmp_path_factory.mktemp("js")
-    try:
-        with running_stack(tmp / "data", url, catalog_path=test_catalog(tmp)) as s:
-            # agents[1]: paced like a real model, for cancel and multi-tab tests
-            s.start_agent(AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.05")
-            # agents[2]: a model endpoint that refuses connections
-            s.start_agent(AGENTCHAT_LLM="openai:gpt-4o-mini",
-                          AGENTCHAT_LLM_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
-                          AGENTCHAT_LLM_API_KEY="unused", AGENTCHAT_LLM_TIMEOUT_S="3")
-            # agents[3]: short card TTL and lease, for expiry and card-outlives-lease tests
-            s.start_agent(AGENTCHAT_CONFIRMATION_TTL_S="3", AGENTCHAT_LEASE_S="1")
-            yield s
-    finally:
-        drop_database(pg_server, url)
+    # superset_explore_database times out after 2 s here (the timeout test).
+    catalog = catalog_with_timeouts(tmp, {"superset_explore_database": 2})
+    with stack_on_own_database(pg_server, migrated_template, tmp, catalog_path=catalog) as s:
+        # agents[1]: paced like a real model, for cancel and multi-tab tests
+        s.start_agent(AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.05")
+        # agents[2]: a model endpoint that refuses connections
+        s.start_agent(AGENTCHAT_LLM="openai:gpt-4o-mini",
+                      AGENTCHAT_LLM_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
+                      AGENTCHAT_LLM_API_KEY="unused", AGENTCHAT_LLM_TIMEOUT_S="3")
+        # agents[3]: short card TTL and lease, for expiry and card-outlives-lease tests
+        s.start_agent(AGENTCHAT_CONFIRMATION_TTL_S="3", AGENTCHAT_LEASE_S="1")
+        yield s
 
 
 def run_node(stack: Stack, *files: str) -> None:
