@@ -33,21 +33,32 @@ from stack import Stack, running_stack  # noqa: E402
 from support import Service, create_database, drop_database, free_port  # noqa: E402
 
 __all__ = ["ROOT", "RssSampler", "Stack", "bare_server", "bench_env", "percentile",
-           "run_client", "summary"]
+           "run_client", "scratch_database", "summary"]
+
+
+@contextlib.contextmanager
+def scratch_database(tmp: Path, *, keep: bool = False) -> Iterator[str]:
+    """A fresh, empty database for one benchmark run, dropped afterwards unless `keep`:
+    on TEST_DATABASE_URL's server when set, else on an embedded PostgreSQL under `tmp`."""
+    server = os.environ.get("TEST_DATABASE_URL") or embedded_url(tmp / "pg")
+    url = create_database(server)
+    try:
+        yield url
+    finally:
+        if not keep:
+            drop_database(server, url)
 
 
 @contextlib.contextmanager
 def bench_env(prefix: str, **agent_env: str) -> Iterator[tuple[Stack, Path]]:
     """A fresh migrated database and the whole stack on it; yields the stack and a temp dir."""
     tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
-    server = os.environ.get("TEST_DATABASE_URL") or embedded_url(tmp / "pg")
-    url = create_database(server)
     try:
-        asyncio.run(migrate_url(url))
-        with running_stack(tmp / "data", url, **agent_env) as stack:
-            yield stack, tmp
+        with scratch_database(tmp) as url:
+            asyncio.run(migrate_url(url))
+            with running_stack(tmp / "data", url, **agent_env) as stack:
+                yield stack, tmp
     finally:
-        drop_database(server, url)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

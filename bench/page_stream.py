@@ -15,14 +15,12 @@ Prints one JSON object on its last line.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,9 +30,7 @@ from gradio_client import Client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from agentchat.db import embedded_url, migrate_url  # noqa: E402
-from stack import Stack, running_stack  # noqa: E402
-from support import create_database, drop_database  # noqa: E402
+from common import Stack, bench_env  # noqa: E402
 
 PROMPT = "найди дашборды про энергопотребление"
 
@@ -88,18 +84,10 @@ def main() -> int:
     parser.add_argument("--history", type=int, default=20)
     parser.add_argument("--token-delay", type=float, default=1 / 30)
     opts = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="page-bench-"))
-    server = os.environ.get("TEST_DATABASE_URL") or embedded_url(tmp / "pg")
-    url = create_database(server)
-    try:
-        asyncio.run(migrate_url(url))
-        with running_stack(tmp / "data", url,
-                           AGENTCHAT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay)) as stack:
-            api = api_run(stack, opts.repeats, opts.history)
-            page = page_run(stack, opts.repeats, opts.history)
-    finally:
-        drop_database(server, url)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with bench_env("page-bench", AGENTCHAT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay)) as (
+            stack, _):
+        api = api_run(stack, opts.repeats, opts.history)
+        page = page_run(stack, opts.repeats, opts.history)
     overhead = {k: {"ttft_ms": page[k]["ttft_ms"] - api[k]["ttft_ms"],
                     "total_ms": page[k]["total_ms"] - api[k]["total_ms"]}
                 for k in ("short", "long_history")}

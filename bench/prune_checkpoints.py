@@ -22,12 +22,13 @@ import asyncio
 import json
 import multiprocessing
 import operator
-import os
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import psycopg
@@ -35,6 +36,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 
 from agentchat.db import conversation_lock, create_pool, migrate
+from common import scratch_database
 
 ANSWER = "ответ " * 220  # ~1.3 KB
 
@@ -140,14 +142,8 @@ def p99(values: list[float]) -> float:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    server = os.environ.get("TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-    name = "bench_prune_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(server, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    params = psycopg.conninfo.conninfo_to_dict(server)
-    params["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
-    try:
+    with tempfile.TemporaryDirectory(prefix="prune-bench-") as tmp, \
+            scratch_database(Path(tmp)) as url:
         async with await psycopg.AsyncConnection.connect(
                 url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
             await migrate(conn)
@@ -184,9 +180,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         stop.set()
         await task
         rows_deleted = rows_before - await total_rows(url)
-    finally:
-        with psycopg.connect(server, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     base_p99, prune_p99 = p99(base_lat) * 1000, p99(lat) * 1000
     max_wait = max(waits) * 1000

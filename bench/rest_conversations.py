@@ -29,13 +29,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -43,6 +44,7 @@ import psycopg
 from agentchat.agent import conversations, history
 from agentchat.agent.cursors import conversation_key, decode_conversation_key, history_key
 from agentchat.db import create_pool, migrate
+from common import scratch_database
 
 USERS, CONVERSATIONS, MESSAGES = 1_000, 10_000, 1_000_000
 HEAVY_USERS, HEAVY_SHARE = 10, 0.5
@@ -227,21 +229,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--keep", action="store_true", help="keep the seeded database")
     args = parser.parse_args()
-    server = os.environ.get("TEST_DATABASE_URL") or os.environ.get("DATABASE_URL")
-    if not server:
-        raise SystemExit("set TEST_DATABASE_URL (or DATABASE_URL) to a server to seed")
-    name = "agentchat_bench_rest_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    params = psycopg.conninfo.conninfo_to_dict(server)
-    params["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
-    try:
+    with tempfile.TemporaryDirectory(prefix="rest-bench-") as tmp, \
+            scratch_database(Path(tmp), keep=args.keep) as url:
         result = asyncio.run(run(url, args.requests))
-    finally:
-        if not args.keep:
-            with psycopg.connect(server, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     for key, lines in result["plans"].items():
         print(f"EXPLAIN {key}:\n  " + "\n  ".join(lines))
     print(json.dumps(result, ensure_ascii=False))
