@@ -46,16 +46,14 @@ RETURNING {COLUMNS}
 LIST = f"SELECT {COLUMNS} FROM conversations c WHERE c.owner = %(owner)s"
 LIVE_ONLY = " AND NOT c.is_archived"
 AFTER = " AND (c.last_activity_at, c.id) < (%(after_ts)s, %(after_id)s)"
-# `russian` stems Russian and English alike (see migration 1). PostgreSQL picks per query:
-# a rare word is one GIN lookup (messages_tsv, hashed); otherwise each of the owner's
-# conversations is checked through messages_conversation_pos and the heap, stopping at the
-# page's end (migration 2's covering index was retired by 3: btree entries have a size cap).
+# `russian` stems Russian and English alike (see migration 1). Message text is matched on the
+# owner-scoped lexemes of migration 4 (messages_search): one GIN lookup returns only this
+# user's matching messages, however common the word is in other users' conversations.
 MATCHES = """
  AND (to_tsvector('russian'::regconfig, c.title)
           @@ websearch_to_tsquery('russian'::regconfig, %(q)s)
-      OR EXISTS (SELECT 1 FROM messages m
-                  WHERE m.conversation_id = c.id
-                    AND m.tsv @@ websearch_to_tsquery('russian'::regconfig, %(q)s)))"""
+      OR c.id IN (SELECT m.conversation_id FROM messages m
+                   WHERE m.search @@ owner_tsquery(%(owner)s, %(q)s)))"""
 ORDER = " ORDER BY c.last_activity_at DESC, c.id DESC LIMIT %(limit)s"
 
 MESSAGE_COLUMNS = "id, conversation_id, turn_id, role, content, partial, created_at"

@@ -112,4 +112,43 @@ MIGRATIONS: list[str] = [
     """
     DROP INDEX IF EXISTS messages_conversation_tsv;
     """,
+    # 4: owner-scoped search. Every search is one user's, so each message's lexemes are stored
+    # prefixed with a hash of its conversation's owner ("3f2a…/энерг"), and one GIN lookup
+    # finds only that user's matches: a word common elsewhere but absent from the user's
+    # messages is an empty posting list instead of a check of every conversation they have
+    # (agent/README_rest.md has the numbers). A BEFORE trigger fills it, so every writer
+    # (the turn store, the REST append, COPY) stays as it is. The hash is only an index key:
+    # the query still filters conversations by owner. messages.tsv (migration 1) goes.
+    r"""
+    CREATE OR REPLACE FUNCTION owner_lexeme_prefix(owner text) RETURNS text
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT left(md5(owner), 16) || '/' $$;
+    -- Lexemes are single-quoted in the text form of tsvector and tsquery ('' inside).
+    CREATE OR REPLACE FUNCTION owner_tsvector(owner text, content text) RETURNS tsvector
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT regexp_replace(to_tsvector('russian'::regconfig, content)::text,
+                                    $re$'((?:[^']|'')*)'$re$,
+                                    '''' || owner_lexeme_prefix(owner) || '\1''', 'g')::tsvector $$;
+    CREATE OR REPLACE FUNCTION owner_tsquery(owner text, q text) RETURNS tsquery
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT regexp_replace(websearch_to_tsquery('russian'::regconfig, q)::text,
+                                    $re$'((?:[^']|'')*)'$re$,
+                                    '''' || owner_lexeme_prefix(owner) || '\1''', 'g')::tsquery $$;
+
+    ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector;
+    CREATE OR REPLACE FUNCTION messages_search() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.search := owner_tsvector(
+            (SELECT owner FROM conversations WHERE id = NEW.conversation_id), NEW.content);
+        RETURN NEW;
+    END $$;
+    DROP TRIGGER IF EXISTS messages_search ON messages;
+    CREATE TRIGGER messages_search BEFORE INSERT OR UPDATE OF content, conversation_id
+        ON messages FOR EACH ROW EXECUTE FUNCTION messages_search();
+    UPDATE messages m SET search = owner_tsvector(c.owner, m.content)
+      FROM conversations c WHERE c.id = m.conversation_id AND m.search IS NULL;
+    CREATE INDEX IF NOT EXISTS messages_search ON messages USING gin (search);
+    DROP INDEX IF EXISTS messages_tsv;
+    ALTER TABLE messages DROP COLUMN IF EXISTS tsv;
+    """,
 ]

@@ -17,6 +17,7 @@ from agentchat.db import (
     CONNECTION_KWARGS,
     conversation_lock,
     embedded_url,
+    migrate,
     migrate_url,
     release_conversation_lock,
     try_conversation_lock,
@@ -59,6 +60,33 @@ async def test_migrations_run_twice(empty_database_url: str) -> None:
         assert (await cur.fetchone())["n"] == len(MIGRATIONS)  # type: ignore[index]
 
 
+async def test_search_migration_indexes_messages_written_before_it(
+        empty_database_url: str) -> None:
+    """Migration 4 moves search to owner-scoped lexemes: messages stored by an older version
+    are backfilled, and new ones are filled by its trigger, whichever writer inserts them."""
+    query = ("SELECT m.id FROM messages m WHERE m.search @@ owner_tsquery(%s, %s)"
+             " ORDER BY m.id")
+    async with await psycopg.AsyncConnection.connect(empty_database_url,
+                                                     **CONNECTION_KWARGS) as conn:
+        await conn.execute("CREATE TABLE agentchat_migrations ("
+                           " v integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+        for version in range(4):
+            await conn.execute(MIGRATIONS[version])  # type: ignore[arg-type]
+            await conn.execute("INSERT INTO agentchat_migrations (v) VALUES (%s)", (version,))
+        await conn.execute("INSERT INTO conversations (id, owner) VALUES ('c1', 'ann'),"
+                           " ('c2', 'bob')")
+        await conn.execute("INSERT INTO messages (id, conversation_id, role, content) VALUES"
+                           " ('m1', 'c1', 'user', 'Отчёт по энергопотреблению'),"
+                           " ('m2', 'c2', 'user', 'Отчёт по энергопотреблению')")
+        await conn.commit()
+        assert await migrate(conn) == 1
+        await conn.execute("INSERT INTO messages (id, conversation_id, role, content) VALUES"
+                           " ('m3', 'c1', 'assistant', 'энергопотребление выросло')")
+        for owner, expected in (("ann", ["m1", "m3"]), ("bob", ["m2"]), ("eve", [])):
+            cur = await conn.execute(query, (owner, "энергопотребление"))
+            assert [r["id"] for r in await cur.fetchall()] == expected  # type: ignore[index]
+
+
 async def test_concurrent_migrations_do_not_collide(empty_database_url: str) -> None:
     results = await asyncio.gather(*(migrate_url(empty_database_url) for _ in range(4)))
     assert sorted(results) == [0, 0, 0, len(MIGRATIONS)]
@@ -74,7 +102,7 @@ def test_embedded_server_path(tmp_path: Path) -> None:
         "print(asyncio.run(migrate_url(u)));"
         "print(psycopg.connect(u).execute('select count(*) from conversations').fetchone()[0])"
     )
-    env = {"AGENTCHAT_DATA_DIR": str(tmp_path / "d"), "PATH": "/usr/bin:/bin"}
+    env = {"AGENTCHAT_DATA_DIR": str(tmp_path / "d"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -135,6 +135,29 @@ def test_search_russian_and_english_with_stemming(stack: Stack) -> None:
     assert found("энергопотребление", include_archived="true") == [energy["id"]]
 
 
+def test_search_is_scoped_to_the_caller_and_keeps_websearch_syntax(stack: Stack) -> None:
+    """Message text is matched on owner-scoped lexemes (migration 4): the same words in another
+    user's messages never match, and quotes, phrases and negation still work."""
+    token, other = fresh_user(stack), fresh_user(stack)
+    mine = create(stack, token, "misc")
+    ok(append(stack, token, mine["id"], "Dashboard O'Brien's sales report is ready"), 201)
+    plain = create(stack, token, "misc")
+    ok(append(stack, token, plain["id"], "the report for sales is ready"), 201)
+    theirs = create(stack, other, "misc")
+    ok(append(stack, other, theirs["id"], "Инцидент: dashboard O'Brien's sales report"), 201)
+
+    def found(user: str, q: str) -> list[str]:
+        return [c["id"] for c in listing(stack, user, q=q)["items"]]
+
+    assert found(token, "инцидент") == []                       # only the other user has it
+    assert found(other, "инцидент") == [theirs["id"]]
+    assert found(token, "O'Brien's") == [mine["id"]]            # a quote inside a lexeme
+    assert found(token, '"sales report"') == [mine["id"]]       # phrase: adjacent words only
+    assert sorted(found(token, "report ready")) == sorted([mine["id"], plain["id"]])
+    assert found(token, "report -dashboard") == [plain["id"]]   # negation
+    assert found(token, "dashboard or nothing") == [mine["id"]]
+
+
 def test_search_pages_with_a_cursor(stack: Stack) -> None:
     token = fresh_user(stack)
     ids = [create(stack, token, f"Dashboard report {i}")["id"] for i in range(5)]
