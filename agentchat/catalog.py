@@ -1,9 +1,9 @@
 """The declarative tool catalog that the agent, the policy sidecar and the sandbox all read.
 
-One YAML file lists every tool the agent may call on the ss-tools API: descriptions and
-keywords in Russian and English, the JSON schema of its arguments, HTTP method and path, which
-argument names the environment (two for a migration), risk, where a `write` needs a card,
-timeout, retry budget and safer alternatives. A broken file is refused at load with a message
+One YAML file lists every tool the agent may call on the ss-tools API: descriptions, keywords
+and example requests in Russian and English, the JSON schema of its arguments, HTTP method and
+path, which argument names the environment (two for a migration), risk, where a `write` needs a
+card, timeout, retry budget and safer alternatives. A broken file is refused at load with a message
 naming the file, the tool and the field.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import jsonschema
 import yaml
@@ -35,6 +35,16 @@ class Keywords(BaseModel):
     en: list[str] = Field(min_length=1)
 
 
+class Examples(BaseModel):
+    """A few short things a user would say when the tool is what they need, per language.
+    The selection's embedding fallback compares queries with them (they are not keywords):
+    a paraphrase is nearer to another paraphrase than to a one-line description."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ru: list[Annotated[str, Field(min_length=3, max_length=200)]] = []
+    en: list[Annotated[str, Field(min_length=3, max_length=200)]] = []
+
+
 class Alternative(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     action: str
@@ -56,6 +66,7 @@ class Tool(BaseModel):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{2,63}$")
     description: Localized
     keywords: Keywords
+    examples: Examples = Examples()
     args: dict[str, Any]
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
     path: str = Field(pattern=r"^/api/")

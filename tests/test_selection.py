@@ -10,14 +10,14 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from agentchat.agent.embeddings import UseEmbedder
+from agentchat.agent.embeddings import DOCUMENT_BATCH, UseEmbedder, tool_texts
 from agentchat.agent.selection import (
     DEFAULT_SET,
     Selection,
     ToolSelector,
     get_tools_for_query,
 )
-from agentchat.catalog import Catalog, load_catalog
+from agentchat.catalog import Catalog, Examples, load_catalog
 from agentchat.settings import PACKAGE_DATA
 
 MAINTENANCE = {"list_maintenance_events", "start_maintenance", "end_maintenance"}
@@ -38,14 +38,14 @@ class Recording:
         self.name = "recording-use"
         self.default_threshold = inner.default_threshold
         self.queries: list[str] = []
-        self.document_calls = 0
+        self.document_batches: list[int] = []  # texts per embed_documents call
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         self.queries.extend(texts)
         return self.inner.embed_queries(texts)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        self.document_calls += 1
+        self.document_batches.append(len(texts))
         return self.inner.embed_documents(texts)
 
 
@@ -160,10 +160,13 @@ def test_fallback_adds_top_three_above_threshold(catalog: Catalog, use: UseEmbed
 def test_tool_vectors_are_computed_once(catalog: Catalog, use: UseEmbedder) -> None:
     rec = Recording(use)
     sel = ToolSelector(catalog, rec)
-    assert rec.document_calls == 1  # at start, before any query
+    # At start, before any query: every tool text once, in requests of at most DOCUMENT_BATCH.
+    at_start = list(rec.document_batches)
+    texts = sum(len(tool_texts(t)) for t in catalog.tools if t.name != "show_capabilities")
+    assert sum(at_start) == texts and max(at_start) <= DOCUMENT_BATCH < texts
     for q in ("спасибо", "что-то странное", "расскажи анекдот"):
         sel.select(q)
-    assert rec.document_calls == 1
+    assert rec.document_batches == at_start
     assert len(rec.queries) == 3
 
 
@@ -244,3 +247,23 @@ def test_get_tools_for_query_with_a_given_catalog(catalog: Catalog, use: UseEmbe
     assert sel.tools[0] == "show_capabilities"
     with pytest.raises(AttributeError):
         sel.tools = []  # type: ignore[misc]  # frozen
+
+
+def _without_examples(catalog: Catalog) -> Catalog:
+    return catalog.model_copy(update={"tools": [
+        t.model_copy(update={"examples": Examples()}) for t in catalog.tools]})
+
+
+@pytest.mark.parametrize(("query", "tool"), [
+    # None of the tool's words; the catalog's example requests carry them to the fallback.
+    ("нужно, чтобы пользователи не заходили в суперсет пару часов", "start_maintenance"),
+    ("хочу чтобы отчёт по энергопотреблению появился на проде", "deploy_dashboard"),
+])
+def test_paraphrase_found_through_example_requests(catalog: Catalog, use: UseEmbedder,
+                                                   query: str, tool: str) -> None:
+    sel = ToolSelector(catalog, use).select(query)
+    assert tool not in sel.explain["keyword_hits"]
+    assert tool in sel.explain["fallback"]["added"] and tool in sel.tools
+    # The same selector without the examples does not find it: they are what helps.
+    assert tool not in ToolSelector(_without_examples(catalog), use).select(query).tools
+
