@@ -232,8 +232,14 @@ class ToolSelector:
         # Steer toward the intents already found (a keyword, the UIContext's object): their
         # other tools get a bonus, so "зарелизить этот отчёт" on a dashboard page finds the
         # dashboard's deploy rather than a dataset refresh.
+        # A migration moves a dashboard, so the dashboard intent steers toward it as well.
         steer = intents - {"capabilities"}
-        scores = {n: round(s + (self.intent_bonus if TOOL_INTENT.get(n) in steer else 0.0), 4)
+
+        def steered(name: str) -> bool:
+            return TOOL_INTENT.get(name) in steer or (
+                "dashboard" in steer and name in DASHBOARD_ACTIONS)
+
+        scores = {n: round(s + (self.intent_bonus if steered(n) else 0.0), 4)
                   for n, s in raw.items()}
         scores = dict(sorted(scores.items(), key=lambda kv: -kv[1]))
         out["intent_bonus"] = {"intents": sorted(steer), "bonus": self.intent_bonus}

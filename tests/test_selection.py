@@ -267,3 +267,15 @@ def test_paraphrase_found_through_example_requests(catalog: Catalog, use: UseEmb
     # The same selector without the examples does not find it: they are what helps.
     assert tool not in ToolSelector(_without_examples(catalog), use).select(query).tools
 
+
+def test_dashboard_intent_steers_toward_a_migration(catalog: Catalog, use: UseEmbedder
+                                                    ) -> None:
+    # A migration moves a dashboard: the dashboard intent's bonus reaches start_migration.
+    query = "take the dashboard from dev and put it on stage"
+    steered = ToolSelector(catalog, use).select(query)
+    plain = ToolSelector(catalog, use, intent_bonus=0.0).select(query)
+    bonus = steered.explain["fallback"]["intent_bonus"]["bonus"]
+    assert "dashboard" in steered.explain["intents"]
+    assert steered.explain["fallback"]["scores"]["start_migration"] == pytest.approx(
+        plain.explain["fallback"]["scores"]["start_migration"] + bonus, abs=1e-3)
+    assert "start_migration" in steered.tools
