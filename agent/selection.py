@@ -232,10 +232,10 @@ class ToolSelector:
         # Steer toward the intents already found (a keyword, the UIContext's object): their
         # other tools get a bonus, so "зарелизить этот отчёт" on a dashboard page finds the
         # dashboard's deploy rather than a dataset refresh.
-        # A migration moves a dashboard, so the dashboard intent steers toward it as well.
         steer = intents - {"capabilities"}
 
         def steered(name: str) -> bool:
+            # A migration moves a dashboard: the dashboard intent steers toward it as well.
             return TOOL_INTENT.get(name) in steer or (
                 "dashboard" in steer and name in DASHBOARD_ACTIONS)
 
