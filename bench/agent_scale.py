@@ -49,6 +49,43 @@ def measure(run: dict[str, Any], token_delay_s: float) -> dict[str, Any]:
     }
 
 
+def langchain_retained_kb(words: int) -> float:
+    """What LangChain itself holds for one streamed answer of `words` tokens, at its last token.
+
+    BaseChatModel keeps every ChatGenerationChunk of a streaming generation until the end (to
+    merge them for on_llm_end), so this is a floor under the agent's memory per live
+    conversation whatever the agent does. Measured with tracemalloc on the offline planner's
+    real streaming path, a callback handler per token as under LangGraph's messages mode.
+    """
+    import asyncio
+    import tracemalloc
+
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.messages import HumanMessage
+
+    from agentchat.agent.planner import OfflinePlanner
+
+    held: list[int] = []
+
+    class AtToken(BaseCallbackHandler):
+        run_inline = True
+
+        def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+            held.append(tracemalloc.get_traced_memory()[0])
+
+    async def one() -> None:
+        await OfflinePlanner().ainvoke([HumanMessage(f"echo {words} words")],
+                                       config={"callbacks": [AtToken()]}, stream=True)
+
+    asyncio.run(one())  # warm: imports, caches
+    held.clear()
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    asyncio.run(one())
+    tracemalloc.stop()
+    return round((max(held) - start) / 1024, 1)
+
+
 def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float
              ) -> dict[str, Any]:
     """The same streams from the bare ChatInterface, paced the same, one event per token."""
@@ -93,6 +130,8 @@ def main() -> int:
         "bench": "agent_scale", "conversations": n, "tokens_per_answer": opts.words,
         "token_delay_s": round(opts.token_delay, 4), "agent": agent,
         "bare_chatinterface": baseline,
+        # floor under memory per live conversation: LangChain's own chunks for one answer
+        "langchain_kb_per_streamed_answer": langchain_retained_kb(opts.words),
         "goals": {"no_events_lost_or_duplicated": agent["events_lost"] == 0
                   and agent["events_duplicated"] == 0 and agent["final_text_ok"] == n,
                   "p99_gap_under_250ms": agent["gap_ms"]["p99"] < 250,
