@@ -46,14 +46,14 @@ RETURNING {COLUMNS}
 LIST = f"SELECT {COLUMNS} FROM conversations c WHERE c.owner = %(owner)s"
 LIVE_ONLY = " AND NOT c.is_archived"
 AFTER = " AND (c.last_activity_at, c.id) < (%(after_ts)s, %(after_id)s)"
-# `russian` stems Russian and English alike (see migration 1). Message text is matched on the
-# owner-scoped lexemes of migration 4 (messages_search): one GIN lookup returns only this
-# user's matching messages, however common the word is in other users' conversations.
+# `russian` stems Russian and English alike (see migration 1). Message text is matched on
+# each conversation's vocabulary (migration 5, `owner_search`): words anywhere in the
+# conversation, a phrase as its words; the cost grows with the caller's conversations that
+# use the words, never with how many messages repeat them or with other users' data.
 MATCHES = """
  AND (to_tsvector('russian'::regconfig, c.title)
           @@ websearch_to_tsquery('russian'::regconfig, %(q)s)
-      OR c.id IN (SELECT m.conversation_id FROM messages m
-                   WHERE m.search @@ owner_tsquery(%(owner)s, %(q)s)))"""
+      OR c.id IN (SELECT owner_search(%(owner)s, %(q)s)))"""
 ORDER = " ORDER BY c.last_activity_at DESC, c.id DESC LIMIT %(limit)s"
 
 MESSAGE_COLUMNS = "id, conversation_id, turn_id, role, content, partial, created_at"

@@ -62,29 +62,38 @@ async def test_migrations_run_twice(empty_database_url: str) -> None:
 
 async def test_search_migration_indexes_messages_written_before_it(
         empty_database_url: str) -> None:
-    """Migration 4 moves search to owner-scoped lexemes: messages stored by an older version
-    are backfilled, and new ones are filled by its trigger, whichever writer inserts them."""
-    query = ("SELECT m.id FROM messages m WHERE m.search @@ owner_tsquery(%s, %s)"
-             " ORDER BY m.id")
+    """Migration 5 moves search to each conversation's vocabulary: messages stored by an older
+    version are backfilled, new ones are added by its trigger whichever writer inserts them,
+    and each conversation keeps a word once however many messages repeat it."""
     async with await psycopg.AsyncConnection.connect(empty_database_url,
                                                      **CONNECTION_KWARGS) as conn:
         await conn.execute("CREATE TABLE agentchat_migrations ("
                            " v integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-        for version in range(4):
+        for version in range(5):
             await conn.execute(MIGRATIONS[version])  # type: ignore[arg-type]
             await conn.execute("INSERT INTO agentchat_migrations (v) VALUES (%s)", (version,))
         await conn.execute("INSERT INTO conversations (id, owner) VALUES ('c1', 'ann'),"
-                           " ('c2', 'bob')")
+                           " ('c2', 'bob'), ('c3', 'ann')")
         await conn.execute("INSERT INTO messages (id, conversation_id, role, content) VALUES"
                            " ('m1', 'c1', 'user', 'Отчёт по энергопотреблению'),"
                            " ('m2', 'c2', 'user', 'Отчёт по энергопотреблению')")
-        await conn.commit()
-        assert await migrate(conn) == 1
+        assert await migrate(conn) == len(MIGRATIONS) - 5
         await conn.execute("INSERT INTO messages (id, conversation_id, role, content) VALUES"
-                           " ('m3', 'c1', 'assistant', 'энергопотребление выросло')")
-        for owner, expected in (("ann", ["m1", "m3"]), ("bob", ["m2"]), ("eve", [])):
-            cur = await conn.execute(query, (owner, "энергопотребление"))
-            assert [r["id"] for r in await cur.fetchall()] == expected  # type: ignore[index]
+                           " ('m3', 'c3', 'assistant', 'энергопотребление выросло'),"
+                           " ('m4', 'c1', 'assistant', 'энергопотребление и отчёты снова')")
+
+        async def found(owner: str, q: str) -> list[str]:
+            cur = await conn.execute("SELECT owner_search(%s, %s) AS id ORDER BY 1", (owner, q))
+            return [r["id"] for r in await cur.fetchall()]  # type: ignore[index]
+
+        assert await found("ann", "энергопотребление") == ["c1", "c3"]
+        assert await found("bob", "энергопотребление") == ["c2"]
+        assert await found("eve", "энергопотребление") == []
+        assert await found("ann", "отчёт -выросло") == ["c1"]
+        cur = await conn.execute("SELECT count(*) AS n FROM conversation_terms"
+                                 " WHERE conversation_id = 'c1' AND terms @@ owner_tsquery("
+                                 "'ann', 'энергопотребление')")
+        assert (await cur.fetchone())["n"] == 1  # type: ignore[index]
 
 
 async def test_concurrent_migrations_do_not_collide(empty_database_url: str) -> None:

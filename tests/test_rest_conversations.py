@@ -136,13 +136,15 @@ def test_search_russian_and_english_with_stemming(stack: Stack) -> None:
 
 
 def test_search_is_scoped_to_the_caller_and_keeps_websearch_syntax(stack: Stack) -> None:
-    """Message text is matched on owner-scoped lexemes (migration 4): the same words in another
-    user's messages never match, and quotes, phrases and negation still work."""
+    """Message text is matched on each conversation's words (migration 5): words anywhere in
+    the conversation, a quoted phrase as its words, OR and negation as websearch has them, and
+    the same words in another user's conversations never match."""
     token, other = fresh_user(stack), fresh_user(stack)
     mine = create(stack, token, "misc")
     ok(append(stack, token, mine["id"], "Dashboard O'Brien's sales report is ready"), 201)
     plain = create(stack, token, "misc")
-    ok(append(stack, token, plain["id"], "the report for sales is ready"), 201)
+    ok(append(stack, token, plain["id"], "the report for sales"), 201)
+    ok(append(stack, token, plain["id"], "it is ready now", role="assistant"), 201)
     theirs = create(stack, other, "misc")
     ok(append(stack, other, theirs["id"], "Инцидент: dashboard O'Brien's sales report"), 201)
 
@@ -152,8 +154,8 @@ def test_search_is_scoped_to_the_caller_and_keeps_websearch_syntax(stack: Stack)
     assert found(token, "инцидент") == []                       # only the other user has it
     assert found(other, "инцидент") == [theirs["id"]]
     assert found(token, "O'Brien's") == [mine["id"]]            # a quote inside a lexeme
-    assert found(token, '"sales report"') == [mine["id"]]       # phrase: adjacent words only
-    assert sorted(found(token, "report ready")) == sorted([mine["id"], plain["id"]])
+    assert found(token, "report ready") == [plain["id"], mine["id"]]  # across messages too
+    assert found(token, '"sales report"') == [plain["id"], mine["id"]]  # a phrase's words
     assert found(token, "report -dashboard") == [plain["id"]]   # negation
     assert found(token, "dashboard or nothing") == [mine["id"]]
 
