@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/tool_selection.py            # the report; JSON on the last line
     .venv/bin/python bench/tool_selection.py --sweep    # thresholds on the dev split only
+    .venv/bin/python bench/tool_selection.py --show-misses  # dev only: per-query misses
 
 Configurations, all in one run: the whole catalog (the baseline), keywords alone, each
 embedding backend alone, and the hybrid with each backend, plus the hybrid through an
@@ -186,11 +187,13 @@ def main() -> int:
             hybrid = ToolSelector(catalog, emb)
             configs[f"{name}_only"] = lambda q, p, u, s=only: s.select(q, p, u).tools
             configs[f"hybrid_{name}"] = lambda q, p, u, s=hybrid: s.select(q, p, u).tools
+        # The miss listing is a tuning tool: dev only, so held-out numbers stay unseen.
+        splits = ("dev",) if args.show_misses else SPLITS
         results: dict[str, Any] = {}
         for name, select in configs.items():
             select("warm up", False, None)
             results[name] = {split: evaluate(select, queries, contexts, tokens, split)
-                             for split in SPLITS}
+                             for split in splits}
     for name, by_split in results.items():
         for split, r in by_split.items():
             print(f"{name:18} {split:8} recall={r['recall']:.3f} size={r['mean_subset']:5.2f} "
@@ -199,6 +202,11 @@ def main() -> int:
             if args.show_misses and name.startswith("hybrid") and split == "dev":
                 for m in r["misses"]:
                     print("   ", json.dumps(m, ensure_ascii=False))
+    if args.show_misses:
+        dev = [q for q in queries if q["split"] == "dev"]
+        for w in refs_accuracy(dev, contexts)["wrong"]:
+            print("refs", json.dumps(w, ensure_ascii=False))
+        return 0
     summary: dict[str, Any] = {
         "bench": "tool_selection",
         "queries": len(queries),
