@@ -16,14 +16,14 @@ from agentchat.agent.selection_text import Token, tokenize
 # Words that name an object of each type, as normalized word prefixes (covers inflection,
 # "dashbords" and the like). Matching a prefix of a whole word, never a substring inside one.
 OBJECT_NOUNS: dict[str, tuple[str, ...]] = {
-    "dashboard": ("дашборд", "дашбордик", "дашик", "отчет", "отчёт", "dashb", "dashboard",
-                  "report", "board"),
+    "dashboard": ("дашборд", "дашбордик", "дашик", "отчет", "отчёт", "борд", "dashb",
+                  "dashboard", "report", "board"),
     "dataset": ("датасет", "dataset", "набор"),
     "migration": ("миграц", "migration", "перенос"),
     "database": ("баз", "бд", "database", "db"),
 }
 # Nouns after which a number is a dashboard id ("дашборд 42", "report #7").
-_DASHBOARD_ID_NOUNS = ("дашборд", "dashb", "отчет", "report")
+_DASHBOARD_ID_NOUNS = ("дашборд", "дашик", "борд", "отчет", "dashb", "board", "report")
 # Words between the noun and the id that do not break the reference ("dashboard id 42").
 _ID_FILLERS = {"id", "no", "номер", "n", "nr", "number"}
 _LIST_JOINERS = {"и", "and", "or", "или"}
