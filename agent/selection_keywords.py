@@ -12,6 +12,8 @@ tokenized into whole words and compared word by word, so a keyword of several wo
   Damerau-Levenshtein, so a swap of two neighbours is one edit.
 
 Shorter words ("бд", "env", "hi") only match exactly: one edit on them is another word.
+A word the catalog knows as written (a keyword word, or a word of an environment name such as
+"stage") is never taken for a typo: "stage" is not a misspelt "stale", "выключи" not "включи".
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class KeywordMatcher:
         self._by_stem: dict[str, list[Unit]] = {}
         for u in self._units:
             self._by_stem.setdefault(u.stem, []).append(u)
+        self._known_words = set(self._words) | {
+            t.word for env in catalog.environments for t in tokenize(env)}
 
     def _unit_matches(self, token: Token) -> dict[Unit, How]:
         """Every keyword word this query word meets, with the best way it meets it."""
@@ -102,7 +106,7 @@ class KeywordMatcher:
             shorter = min(len(other), len(token.stem))
             if common == shorter and abs(len(other) - len(token.stem)) <= MAX_FORM_GAP:
                 add(self._units[i], "form")
-        if len(token.word) >= MIN_TYPO:
+        if len(token.word) >= MIN_TYPO and token.word not in self._known_words:
             for mine, choices in ((token.stem, self._stems), (token.word, self._words)):
                 for _, dist, i in process.extract(
                     mine, choices, scorer=DamerauLevenshtein.distance, score_cutoff=2, limit=None

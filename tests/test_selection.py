@@ -199,6 +199,22 @@ def test_typos(keywords: ToolSelector, query: str, tool: str) -> None:
     assert any(h["how"] == "typo" for h in sel.explain["keyword_hits"][tool])
 
 
+@pytest.mark.parametrize(("query", "tool"), [
+    ("стейдж опять лежит", "get_health_summary"),
+    ("is stage down?", "get_health_summary"),
+    ("дев вообще жив?", "get_health_summary"),
+    ("накатить отчёт на стейдж", "deploy_dashboard"),
+    ("роллаут на прод", "deploy_dashboard"),
+    ("повесь плашку на деве", "start_maintenance"),
+    ("что по таске 9f?", "get_task_status"),
+    ("has the job finished", "get_task_status"),
+    ("мейнтенанса сегодня не будет?", "list_maintenance_events"),
+])
+def test_slang_and_paraphrase_keywords(keywords: ToolSelector, query: str, tool: str) -> None:
+    # Round 3 (issue 7): words users wrote for these tools in the new dev queries.
+    assert keywords.select(query).explain["keyword_hits"].get(tool)
+
+
 @pytest.mark.parametrize("query", ["send feedback", "dbt models", "an envelope",
                                    "the environmentalist", "удивительно"])
 def test_never_raw_substrings(keywords: ToolSelector, query: str) -> None:
@@ -207,6 +223,16 @@ def test_never_raw_substrings(keywords: ToolSelector, query: str) -> None:
     assert "list_databases" not in hits
     assert "list_environments" not in hits or query == "the environmentalist"
     assert "delete_dashboard" not in hits
+
+
+@pytest.mark.parametrize(("query", "tool", "not_tool"), [
+    ("deploy dashboard 4 to stage", "deploy_dashboard", "get_health_summary"),  # not "stale"
+    ("выключи его", "end_maintenance", "start_maintenance"),  # not "включи"
+])
+def test_a_known_word_is_not_a_typo(keywords: ToolSelector, query: str, tool: str,
+                                    not_tool: str) -> None:
+    hits = keywords.select(query).explain["keyword_hits"]
+    assert tool in hits and not_tool not in hits
 
 
 def test_dataset_context_steers_to_dataset_tools(hybrid: ToolSelector) -> None:
