@@ -4,6 +4,9 @@ Russian words go through Snowball's Russian stemmer and Latin words through its 
 so "дашборды"/"дашбордов" and "deploying"/"deployed" meet their keyword as one stem. Snowball
 is a suffix stripper, not a lemmatizer ("задеплой"→"задепл", "задеплоить"→"задепло"): the
 keyword matcher covers that with prefix and edit-distance rules on top (selection_keywords).
+One gap is closed here: Snowball leaves the "-ова-" of "-овать" verbs in the infinitive and
+past ("мигрировать"→"мигрирова") but not in the imperative ("мигрируй"→"мигрир"), three
+letters apart; such stems drop it, so all forms of the verb meet.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import snowballstemmer
 _WORD = re.compile(r"[^\W_]+")
 _CYRILLIC = re.compile(r"[а-я]")
 _LATIN = re.compile(r"[a-z]")
+# "скопирова" -> "скопир": at least 4 letters stay, so "готова"/"основа" are left alone.
+_MIN_OVA_STEM = 7
 
 # Snowball stemmers keep state between calls: one per thread.
 _local = threading.local()
@@ -43,7 +48,10 @@ def stem(word: str) -> str:
     has_ru, has_en = bool(_CYRILLIC.search(word)), bool(_LATIN.search(word))
     ru, en = _stemmers()
     if has_ru and not has_en:
-        return str(ru.stemWord(word))
+        out = str(ru.stemWord(word))
+        if len(out) >= _MIN_OVA_STEM and out.endswith(("ова", "ева")):
+            out = out[:-3]
+        return out
     if has_en and not has_ru:
         return str(en.stemWord(word))
     return word

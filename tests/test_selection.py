@@ -179,6 +179,10 @@ def test_tool_vectors_are_computed_once(catalog: Catalog, use: UseEmbedder) -> N
     ("ДЕПЛОЙ", "deploy_dashboard"),
     ("есть отчет по продажам?", "search_dashboards"),  # е for ё
     ("deployed dashboards", "deploy_dashboard"),
+    # "-овать" verbs: infinitive and past meet the imperative keyword ("мигрируй")
+    ("надо мигрировать дашборд на прод", "start_migration"),
+    ("я уже скопировал его на стейдж?", "start_migration"),
+    ("хочу опубликовать отчёт", "deploy_dashboard"),
 ])
 def test_russian_and_english_word_forms(keywords: ToolSelector, query: str, tool: str) -> None:
     sel = keywords.select(query)
