@@ -145,6 +145,16 @@ def test_fallback_trigger_ignores_show_capabilities(catalog: Catalog, use: UseEm
     assert len(rec.queries) == 1
 
 
+def test_fallback_trigger_counts_what_keywords_named(catalog: Catalog, use: UseEmbedder) -> None:
+    """Tools an intent brings along do not count: one maintenance word names one tool, the
+    intent adds the other two, and the fallback still looks for what else the turn needs."""
+    rec = Recording(use)
+    result = ToolSelector(catalog, rec).select("сними плашку")
+    assert result.explain["keyword_tools"] == 1
+    assert {"list_maintenance_events", "start_maintenance", "end_maintenance"} <= set(result.tools)
+    assert result.explain["fallback"]["ran"] and rec.queries == ["сними плашку"]
+
+
 def test_fallback_adds_top_three_above_threshold(catalog: Catalog, use: UseEmbedder) -> None:
     sel = ToolSelector(catalog, use).select("нужно, чтобы пользователи не заходили пару часов")
     fb = sel.explain["fallback"]
