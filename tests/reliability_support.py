@@ -4,6 +4,7 @@ reading our tables, waiting with a bound, and the checks every fault test ends w
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -65,6 +66,23 @@ async def submit(agent_url: str, token: str, *args: Any, tab: RawChat | None = N
 
 def say(agent: Service, token: str, *args: Any, **kw: Any) -> Outcome:
     return run(submit(agent.url, token, *args, **kw))
+
+
+def at_first(kind: str, action: Callable[[], object], *, background: bool = False
+             ) -> tuple[Callable[[Outcome], None], threading.Event]:
+    """An `on_event` for `say` that runs `action` once, at the first event of this type (in a
+    thread when it blocks, like restarting PostgreSQL); the Event tells that it ran."""
+    done = threading.Event()
+
+    def on_event(out: Outcome) -> None:
+        if out.events[-1]["metadata"].get("type") == kind and not done.is_set():
+            done.set()
+            if background:
+                threading.Thread(target=action).start()
+            else:
+                action()
+
+    return on_event, done
 
 
 def audit_ok(stack: Stack, **filters: str) -> list[dict[str, Any]]:

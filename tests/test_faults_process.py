@@ -17,6 +17,7 @@ import pytest
 from raw_chat import Outcome, RawChat
 from reliability_support import (
     assert_consistent,
+    at_first,
     audit_ok,
     history_items,
     rows,
@@ -47,9 +48,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
 def submit_and_kill(stack: Stack, kind: str, *args: object, **victim_env: str) -> Outcome:
     victim = stack.start_agent(**ENV, **victim_env)
 
-    def on_event(out: Outcome) -> None:
-        if out.events[-1]["metadata"].get("type") == kind:
-            victim.kill()
+    on_event, _ = at_first(kind, victim.kill)
 
     started = time.monotonic()
     out = say(victim, stack.token("alice"), *args, on_event=on_event, timeout=BOUND_S)
@@ -105,9 +104,7 @@ def test_kill_9_mid_confirmed_call_then_retry_runs_it_exactly_once(stack: Stack)
     cid, key = first.conversation_id, first.last["confirm_id"]
     stack.fault(operation="deploy_dashboard", delay_s=3)
 
-    def on_event(out: Outcome) -> None:
-        if out.events[-1]["metadata"].get("type") == "tool_start":
-            victim.kill()
+    on_event, _ = at_first("tool_start", victim.kill)
 
     started = time.monotonic()
     answer = say(victim, alice, "__resume__", "confirm", cid, tab=tab, on_event=on_event,

@@ -8,16 +8,16 @@ The stack runs on a private server (tests/private_pg.py), never the shared one.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from private_pg import PrivatePostgres
-from raw_chat import Outcome, RawChat
+from raw_chat import RawChat
 from reliability_support import (
     assert_consistent,
+    at_first,
     audit_ok,
     rows,
     say,
@@ -54,12 +54,7 @@ def test_restart_mid_stream_the_turn_completes_or_fails_named(stack: Stack,
                                                              up: PrivatePostgres) -> None:
     alice = stack.token("alice")
     tab = RawChat(stack.agent.url, alice, None)  # type: ignore[arg-type]
-    restarted = threading.Event()
-
-    def on_event(out: Outcome) -> None:
-        if out.events[-1]["metadata"].get("type") == "stream_token" and not restarted.is_set():
-            restarted.set()
-            threading.Thread(target=up.restart).start()
+    on_event, restarted = at_first("stream_token", up.restart, background=True)
 
     started = time.monotonic()
     out = say(stack.agent, alice, "привет and echo 300 words", tab=tab, on_event=on_event,
@@ -87,12 +82,7 @@ def test_down_mid_tool_call_storage_unavailable_then_recorded(stack: Stack,
     alice = stack.token("alice")
     tab = RawChat(stack.agent.url, alice, None)  # type: ignore[arg-type]
     stack.fault(operation="search_dashboards", delay_s=2)
-    stopped = threading.Event()
-
-    def on_event(out: Outcome) -> None:
-        if out.events[-1]["metadata"].get("type") == "tool_start" and not stopped.is_set():
-            stopped.set()
-            threading.Thread(target=up.stop).start()
+    on_event, _ = at_first("tool_start", up.stop, background=True)
 
     started = time.monotonic()
     out = say(stack.agent, alice, "найди дашборды про энергопотребление", tab=tab,
