@@ -13,7 +13,8 @@
 Keywords first (selection_keywords: word forms, inflection, typos); when they find fewer than
 3 tools, the embedding fallback adds the 3 best other tools above a similarity threshold.
 Rules the seed leaves open, decided: only tools the keywords name count toward the 3
-(show_capabilities never; an intent's or the context's additions neither); the intents
+(show_capabilities never; an intent's or the context's additions neither, nor a search
+that prefetch suppresses); the intents
 are taken from keyword and fallback tools alike (a fallback "start_maintenance" brings the
 maintenance set); "unknown or general" is when neither finds a tool; prefetch suppresses
 search_dashboards everywhere, the default set included; when the fallback cannot run, the
@@ -191,9 +192,10 @@ class ToolSelector:
 
         intents = expand()
         suppressed = suppress()
-        # What the keywords themselves named: tools an intent or the context brought along do
-        # not count, so one maintenance word still lets the fallback look for other intents.
-        keyword_count = len({h.tool for h in hits} - {CAPABILITIES})
+        # What the keywords themselves named and the turn keeps: tools an intent or the context
+        # brought along do not count (one maintenance word still lets the fallback look for
+        # other intents), nor a search that prefetch suppressed ("дашборд 17" names one).
+        keyword_count = len({h.tool for h in hits} - {CAPABILITIES} - set(suppressed))
         fallback: dict[str, Any] = {"ran": False}
         if keyword_count < self.min_tools and self.embedder is not None:
             fallback = self._fallback(query, chosen, prefetch_available, intents)

@@ -155,6 +155,22 @@ def test_fallback_trigger_counts_what_keywords_named(catalog: Catalog, use: UseE
     assert result.explain["fallback"]["ran"] and rec.queries == ["сними плашку"]
 
 
+def test_fallback_trigger_ignores_a_search_prefetch_suppressed(catalog: Catalog,
+                                                                 use: UseEmbedder) -> None:
+    """"дашборд 17" names search_dashboards, but with the summary prefetched the turn does not
+    keep it, so it does not count: two kept keyword tools, and the fallback runs."""
+    query = "на дашборде 17 что-то с данными, обнови датасет"
+    rec = Recording(use)
+    without = ToolSelector(catalog, rec).select(query)
+    assert without.explain["keyword_tools"] == 3 and without.explain["fallback"] == {"ran": False}
+    result = ToolSelector(catalog, rec).select(query, True)
+    assert "search_dashboards" in result.explain["keyword_hits"]
+    assert result.explain["suppressed"] == ["search_dashboards"]
+    assert "search_dashboards" not in result.tools
+    assert result.explain["keyword_tools"] == 2
+    assert result.explain["fallback"]["ran"] and rec.queries == [query]
+
+
 def test_fallback_adds_top_three_above_threshold(catalog: Catalog, use: UseEmbedder) -> None:
     sel = ToolSelector(catalog, use).select("нужно, чтобы пользователи не заходили пару часов")
     fb = sel.explain["fallback"]
@@ -193,6 +209,11 @@ def test_tool_vectors_are_computed_once(catalog: Catalog, use: UseEmbedder) -> N
     ("надо мигрировать дашборд на прод", "start_migration"),
     ("я уже скопировал его на стейдж?", "start_migration"),
     ("хочу опубликовать отчёт", "deploy_dashboard"),
+    # slang and paraphrase keywords of the fifth round
+    ("нужна борда по оттоку", "search_dashboards"),
+    ("the report timed out twice", "get_health_summary"),
+    ("доехало до стейджа?", "get_task_status"),
+    ("закрой дев на полчаса", "start_maintenance"),
 ])
 def test_russian_and_english_word_forms(keywords: ToolSelector, query: str, tool: str) -> None:
     sel = keywords.select(query)
