@@ -88,6 +88,11 @@ class KeywordMatcher:
             self._by_stem.setdefault(u.stem, []).append(u)
         self._known_words = set(self._words) | {
             t.word for env in catalog.environments for t in tokenize(env)}
+        # Phrases by their first word, so `match` only tries phrases whose first word the
+        # query has (most queries meet a handful of the ~300 phrases).
+        self._by_first: dict[Unit, list[tuple[int, Phrase]]] = {}
+        for order, phrase in enumerate(self.phrases):
+            self._by_first.setdefault(phrase.units[0], []).append((order, phrase))
 
     def _unit_matches(self, token: Token) -> dict[Unit, How]:
         """Every keyword word this query word meets, with the best way it meets it."""
@@ -116,21 +121,24 @@ class KeywordMatcher:
         return found
 
     def match(self, tokens: Sequence[Token]) -> list[Hit]:
-        """Keyword hits in the query, at most one per (tool, keyword)."""
+        """Keyword hits in the query, at most one per (tool, keyword), in catalog order."""
         per_token = [self._unit_matches(t) for t in tokens]
-        hits: dict[tuple[str, str], Hit] = {}
-        for phrase in self.phrases:
-            n = len(phrase.units)
-            for start in range(len(tokens) - n + 1):
-                hows = [per_token[start + j].get(u) for j, u in enumerate(phrase.units)]
-                if any(h is None for h in hows):
-                    continue
-                how: How = max(hows, key=lambda h: _RANK[h or "exact"]) or "exact"
-                key = (phrase.tool, phrase.keyword)
-                if key not in hits or _RANK[how] < _RANK[hits[key].how]:
-                    words = " ".join(t.word for t in tokens[start:start + n])
-                    hits[key] = Hit(phrase.tool, phrase.keyword, words, how)
-        return list(hits.values())
+        hits: dict[tuple[str, str], tuple[int, Hit]] = {}
+        for start, first in enumerate(per_token):
+            for unit in first:
+                for order, phrase in self._by_first.get(unit, ()):
+                    n = len(phrase.units)
+                    if start + n > len(tokens):
+                        continue
+                    hows = [per_token[start + j].get(u) for j, u in enumerate(phrase.units)]
+                    if any(h is None for h in hows):
+                        continue
+                    how: How = max(hows, key=lambda h: _RANK[h or "exact"]) or "exact"
+                    key = (phrase.tool, phrase.keyword)
+                    if key not in hits or _RANK[how] < _RANK[hits[key][1].how]:
+                        words = " ".join(t.word for t in tokens[start:start + n])
+                        hits[key] = (order, Hit(phrase.tool, phrase.keyword, words, how))
+        return [hit for _, hit in sorted(hits.values(), key=lambda oh: oh[0])]
 
 
 def hits_by_tool(hits: Iterable[Hit]) -> dict[str, list[dict[str, str]]]:
