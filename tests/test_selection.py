@@ -214,6 +214,11 @@ def test_tool_vectors_are_computed_once(catalog: Catalog, use: UseEmbedder) -> N
     ("the report timed out twice", "get_health_summary"),
     ("доехало до стейджа?", "get_task_status"),
     ("закрой дев на полчаса", "start_maintenance"),
+    # and of the sixth
+    ("кликхаус подключен к проду?", "list_databases"),
+    ("деплой завис уже час", "get_task_status"),
+    ("закинь отчёт на стейдж", "deploy_dashboard"),
+    ("какие контуры у нас есть", "list_environments"),
 ])
 def test_russian_and_english_word_forms(keywords: ToolSelector, query: str, tool: str) -> None:
     sel = keywords.select(query)
