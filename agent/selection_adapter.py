@@ -39,10 +39,9 @@ class TurnToolPlanner:
              env_id: str | None = None) -> TurnTools:
         refs = resolve_dashboard_refs(text, uicontext)[:MAX_PREFETCH] if self.catalog.get(
             PREFETCH_TOOL) else []
-        env = (uicontext or {}).get("envId") or env_id
+        # get_dashboard reads across environments (the catalog gives it no environment).
         prefetch = [{"name": PREFETCH_TOOL, "id": "call_pf_" + uuid.uuid4().hex[:16],
-                     "args": {"dashboard_id": ref, **({"env_id": env} if env else {})}}
-                    for ref in refs]
+                     "args": {"dashboard_id": ref}} for ref in refs]
         selection: Selection = self.selector.select(text, bool(prefetch), uicontext)
         explain = {**selection.explain, "prefetch": [p["args"] for p in prefetch]}
         log.debug("selected %s for %r: %s", selection.tools, text[:80], explain)

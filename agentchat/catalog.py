@@ -103,6 +103,16 @@ class Tool(BaseModel):
                     raise ValueError(f"environment argument {arg!r} is not an argument")
         if self.confirm_in and self.risk != "write":
             raise ValueError("confirm_in only applies to write tools")
+        if self.risk != "read" and self.environment is None:
+            raise ValueError(f"a {self.risk} tool must declare its environment argument")
+        for placeholder in _path_params(self.path):
+            if not _tight(props[placeholder]):
+                raise ValueError(f"path parameter {{{placeholder}}} needs a typed schema: "
+                                 "an integer, or a string with a pattern")
+        required = set(self.args.get("required", []))
+        for arg in self.environment_arguments():
+            if arg not in required:
+                raise ValueError(f"environment argument {arg!r} must be required")
         return self
 
     @property
@@ -120,6 +130,12 @@ class Tool(BaseModel):
     def path_params(self) -> list[str]:
         return _path_params(self.path)
 
+    def environment_arguments(self) -> list[str]:
+        """The arguments that name environments (target first)."""
+        if self.environment is None:
+            return []
+        return [a for a in (self.environment.argument, self.environment.source_argument) if a]
+
     def environments_of(self, arguments: dict[str, Any]) -> tuple[str | None, str | None]:
         """(target, source) environments named by a call's arguments."""
         if self.environment is None:
@@ -132,6 +148,15 @@ class Tool(BaseModel):
         )
         return (str(target) if target is not None else None,
                 str(source) if source is not None else None)
+
+
+def _tight(schema: Any) -> bool:
+    """A path parameter's schema must pin its type: an integer, or a string with a pattern
+    (so no value can carry a `/`, `?` or `..` into the URL, whatever the model writes)."""
+    if not isinstance(schema, dict):
+        return False
+    return schema.get("type") == "integer" or (
+        schema.get("type") == "string" and isinstance(schema.get("pattern"), str))
 
 
 def _path_params(path: str) -> list[str]:
@@ -165,6 +190,14 @@ class Catalog(BaseModel):
             for env in t.confirm_in:
                 if env not in self.environments:
                     raise ValueError(f"tool {t.name!r}: field confirm_in: unknown env {env!r}")
+            for arg in t.environment_arguments():
+                # The catalog's environments and nothing else: a model cannot name a new one.
+                schema = t.args["properties"][arg]
+                if schema.get("type") != "string" or sorted(schema.get("enum") or []) != sorted(
+                        self.environments):
+                    raise ValueError(f"tool {t.name!r}: field args.properties.{arg}: an "
+                                     "environment argument needs type string and the "
+                                     "catalog's environments as its enum")
         return self
 
     def get(self, name: str) -> Tool | None:
