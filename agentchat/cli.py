@@ -33,6 +33,12 @@ def _cmd_token(args: argparse.Namespace) -> int:
             lifetime_s=args.lifetime or settings.service_token_lifetime_s,
         ))
         return 0
+    if not settings.is_dev:
+        # User tokens come from ss-tools in production; the dev issuer is a local stand-in.
+        print("agentchat token --user needs the dev issuer: set AGENTCHAT_MODE=dev "
+              f"(the mode is {settings.mode!r}); production user tokens come from ss-tools",
+              file=sys.stderr)
+        return 2
     roles = args.roles.split(",") if args.roles is not None else None
     issuer = DevUserIssuer(settings)
     print(issuer.mint(args.user, roles, lifetime_s=args.lifetime or 8 * 3600))

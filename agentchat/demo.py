@@ -48,7 +48,9 @@ def _run(args: argparse.Namespace) -> int:
     from agentchat.identity import DEMO_USERS, DevUserIssuer
     from agentchat.keys import ensure_ring
 
-    settings = SharedSettings()
+    # The demo is dev by definition (demo issuer, sandbox, placeholder secrets), whatever the
+    # shell says; its children get AGENTCHAT_MODE=dev below.
+    settings = SharedSettings(mode="dev")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     ensure_ring(settings.keys_dir, settings.jwks_path)
     issuer = DevUserIssuer(settings)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -25,7 +26,9 @@ class SharedSettings(BaseSettings):
     database_url: str | None = Field(default=None, validation_alias="DATABASE_URL")
     data_dir: Path = Path(".data")
     # "dev" enables the demo issuer, placeholder secrets and the sandbox; "production" refuses them.
-    mode: str = "dev"
+    # Unset is production (fail closed): `make demo`, the tests and the dev chart profile say
+    # "dev" explicitly, so a deployment that forgets the variable never gets the dev shortcuts.
+    mode: Literal["dev", "production"] = "production"
 
     catalog_path: Path = PACKAGE_DATA / "catalog.yaml"
 

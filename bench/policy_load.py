@@ -182,6 +182,7 @@ def data_dir_with_tokens() -> tuple[Path, dict[str, str], dict[str, str]]:
     """A data folder with service keys and the dev issuer; (folder, env, tokens by user)."""
     folder = Path(tempfile.mkdtemp(prefix="policy-bench-"))
     os.environ["AGENTCHAT_DATA_DIR"] = str(folder)
+    os.environ["AGENTCHAT_MODE"] = "dev"  # the dev issuer mints the users' tokens
     from agentchat.identity import DevUserIssuer
     from agentchat.keys import ensure_ring, sign_service_token
     from agentchat.settings import SharedSettings

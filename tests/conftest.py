@@ -79,6 +79,8 @@ def data_dir(tmp_path: Path) -> Path:
 def settings(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> SharedSettings:
     """Shared settings pointing at this test's data folder, with keys generated."""
     monkeypatch.setenv("AGENTCHAT_DATA_DIR", str(data_dir))
+    # Unset is production; these tests use the dev issuer (and so do processes they start).
+    monkeypatch.setenv("AGENTCHAT_MODE", "dev")
     s = SharedSettings()
     ensure_ring(s.keys_dir, s.jwks_path)
     return s

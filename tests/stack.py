@@ -2,6 +2,9 @@
 
 One stack per test module (the agent takes a few seconds to start); tests isolate themselves
 by opening new conversations and resetting the sandbox where they count its audit.
+
+Everything runs with AGENTCHAT_MODE=dev (unset is production) and the agent's per-user limits
+lifted (most tests run every turn as alice); tests/test_safe_defaults.py sets them low.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class Stack:
         return self.agent.url + "/api/agent/gradio/"
 
     def settings(self) -> SharedSettings:
-        return SharedSettings(data_dir=self.data_dir)
+        return SharedSettings(data_dir=self.data_dir, mode="dev")
 
     def token(self, user: str, roles: list[str] | None = None, **kw: object) -> str:
         return DevUserIssuer(self.settings()).mint(user, roles, **kw)  # type: ignore[arg-type]
@@ -80,6 +83,9 @@ class Stack:
                 "AGENTCHAT_POLICY_URL": self.policy.url,
                 # Generous on a loaded 2-core test machine; the fault tests set their own.
                 "AGENTCHAT_POLICY_TIMEOUT_S": "2.0",
+                # Lifted: the tests (and bench/) start many turns as one user.
+                "AGENTCHAT_MAX_CONCURRENT_RUNS_PER_USER": "100000",
+                "AGENTCHAT_MAX_SUBMITS_PER_MINUTE_PER_USER": "100000",
                 **self.agent_env, **env}
         agent = Service(["serve", "--port", str(port)], env=full, port=port,
                         log=self.data_dir / f"agent-{len(self.agents)}.log").start(timeout=90)
@@ -127,7 +133,7 @@ class Stack:
 def running_stack(data_dir: Path, database_url: str, *, catalog_path: Path | None = None,
                   **agent_env: str) -> Iterator[Stack]:
     data_dir.mkdir(parents=True, exist_ok=True)
-    s = SharedSettings(data_dir=data_dir)
+    s = SharedSettings(data_dir=data_dir, mode="dev")
     ensure_ring(s.keys_dir, s.jwks_path)
     DevUserIssuer(s)
     stack = Stack(data_dir=data_dir, database_url=database_url, agent_env=dict(agent_env),

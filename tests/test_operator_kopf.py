@@ -45,7 +45,9 @@ def operator_factory(cluster: KubeEmulator, tmp_path: Path) -> Iterator[Callable
                  "AGENTCHAT_OPERATOR_CONSISTENCY_TIMEOUT_S": "0",
                  "AGENTCHAT_OPERATOR_BACKOFF_BASE_S": "0.5",
                  "AGENTCHAT_JWT_LEEWAY_S": str(LEEWAY),
-                 "AGENTCHAT_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": ""},
+                 "AGENTCHAT_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": "",
+                 # dev: these tests rotate keys in seconds (prePublicationSeconds below 120)
+                 "AGENTCHAT_MODE": "dev"},
             port=port, ready_path="/healthz", log=tmp_path / f"operator-{len(started)}.log",
         ).start()
         started.append(svc)
