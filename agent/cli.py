@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from typing import Any
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from pydantic import ValidationError
 
     from agentchat.agent.main import create_app
     from agentchat.agent.settings import AgentSettings
@@ -18,7 +20,13 @@ def _serve(args: argparse.Namespace) -> int:
         overrides["host"] = args.host
     if args.port:
         overrides["port"] = args.port
-    settings = AgentSettings(**overrides)
+    try:
+        settings = AgentSettings(**overrides)
+    except ValidationError as e:
+        # One line per refusal, never the input (the environment holds secrets).
+        reasons = "; ".join(err["msg"] for err in e.errors())
+        print(f"agentchat serve: refusing to start: {reasons}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
                 log_level="warning", timeout_graceful_shutdown=10)

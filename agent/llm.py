@@ -10,12 +10,12 @@ import httpx
 from langchain_core.language_models import BaseChatModel
 
 from agentchat.agent.planner import OfflinePlanner
-from agentchat.agent.settings import AgentSettings
+from agentchat.agent.settings import OFFLINE_OBEDIENT, AgentSettings
 
 OFFLINE = "offline"
-# A planner that obeys instructions found in tool results; only for the prompt-injection
-# tests, which prove the policy gate and the card still stand between it and the API.
-OFFLINE_OBEDIENT = "offline-obedient"
+# OFFLINE_OBEDIENT: a planner that obeys instructions found in tool results; only for the
+# prompt-injection tests, which prove the policy gate and the card still stand between it and
+# the API. AgentSettings refuses it outside dev.
 
 
 def make_llm(settings: AgentSettings) -> BaseChatModel:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from agentchat.agent.selection import SelectionSettings
 
 PLACEHOLDER_SECRET = "dev-client-secret"
+# The prompt-injection tests' planner (agent/llm.py); dev only.
+OFFLINE_OBEDIENT = "offline-obedient"
 
 
 class AgentSettings(SelectionSettings):
@@ -39,6 +41,9 @@ class AgentSettings(SelectionSettings):
     llm_timeout_s: float = 60.0
     # Offline planner pacing, seconds per token (0: as fast as possible).
     planner_token_delay_s: float = 0.0
+    # GET /api/agent/llm-status answers from a probe at most this old (one outbound call per
+    # interval however many ask; /readyz shares it).
+    llm_status_cache_s: float = Field(default=30.0, ge=0)
 
     # Streaming: text is coalesced into one stream_token at most every this many seconds.
     flush_interval_s: float = 0.05
@@ -53,6 +58,14 @@ class AgentSettings(SelectionSettings):
     max_uicontext_bytes: int = 4 * 1024
     max_files: int = 5
     max_file_bytes: int = 1024 * 1024
+    max_files_total_bytes: int = 5 * 1024 * 1024  # all of one message's files
+    # Any REST or /chat request body (not Gradio's upload route, which has its own per-file
+    # limit): over it is 413 INVALID_REQUEST before a route sees it (agent/api/limits.py).
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1)
+
+    # Per-user limits on /chat (agent/limits.py; per replica): runs at once, submits a minute.
+    max_concurrent_runs_per_user: int = Field(default=4, ge=1)
+    max_submits_per_minute_per_user: int = Field(default=30, ge=1)
 
     # Tool output trimmed to what a card can show.
     max_tool_output_chars: int = 4000
@@ -63,4 +76,14 @@ class AgentSettings(SelectionSettings):
     def _no_placeholders_outside_dev(self) -> AgentSettings:
         if not self.is_dev and self.service_client_secret == PLACEHOLDER_SECRET:
             raise ValueError("the placeholder service client secret is refused outside dev")
+        return self
+
+    @model_validator(mode="after")
+    def _no_test_models_outside_dev(self) -> AgentSettings:
+        # The obedient planner follows instructions found in tool output: a prompt-injection
+        # test double, never a model to serve users with.
+        if not self.is_dev and self.llm == OFFLINE_OBEDIENT:
+            raise ValueError(f"AGENTCHAT_LLM={OFFLINE_OBEDIENT} (a test model that obeys tool "
+                             "output) is refused outside dev; set AGENTCHAT_MODE=dev or "
+                             "choose a real model")
         return self
