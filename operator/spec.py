@@ -29,7 +29,8 @@ class ServiceTokenSpec(_Spec):
 class SigningKeysSpec(_Spec):
     algorithm: Literal["EdDSA"] = "EdDSA"
     rotation_interval_seconds: int = Field(default=7 * 86400, ge=1)
-    # kubelet needs up to about two minutes to update a mounted Secret (PROTOCOL §8).
+    # kubelet needs up to about two minutes to update a mounted Secret (PROTOCOL §8); the
+    # floor (PRE_PUBLICATION_FLOOR_S) is enforced by parse_spec outside dev mode.
     pre_publication_seconds: int = Field(default=180, ge=0)
     # Unset: the token lifetime plus the verifiers' leeway.
     overlap_seconds: int | None = Field(default=None, ge=1)
@@ -102,9 +103,24 @@ class InvalidSpec(ValueError):
     """The spec passed the schema (or there was none) but cannot be acted on."""
 
 
-def parse_spec(raw: Any) -> AgentChatSpec:
+# A next key must be in every verifier's mounted JWKS before it signs: kubelet takes up to
+# about two minutes (its sync period plus the cache TTL) to update a mounted Secret, so a
+# shorter pre-publication signs tokens that some verifiers cannot check yet.
+PRE_PUBLICATION_FLOOR_S = 120
+
+
+def parse_spec(raw: Any, *, dev: bool = False) -> AgentChatSpec:
+    """The typed spec, or InvalidSpec. `dev` (the operator's AGENTCHAT_MODE=dev) lifts the
+    pre-publication floor, for test clusters that rotate keys in seconds. The floor is here
+    and not in the CRD, which cannot know the mode (see operator/README.md)."""
     try:
-        return AgentChatSpec.model_validate(dict(raw or {}))
+        spec = AgentChatSpec.model_validate(dict(raw or {}))
     except ValidationError as e:
         parts = ["/".join(str(p) for p in err["loc"]) + ": " + err["msg"] for err in e.errors()]
         raise InvalidSpec("; ".join(parts)) from None
+    pre = spec.signing_keys.pre_publication_seconds
+    if not dev and pre < PRE_PUBLICATION_FLOOR_S:
+        raise InvalidSpec(f"signingKeys/prePublicationSeconds: {pre} is below "
+                          f"{PRE_PUBLICATION_FLOOR_S} (kubelet's mounted-Secret propagation); "
+                          "shorter only with the operator in AGENTCHAT_MODE=dev")
+    return spec

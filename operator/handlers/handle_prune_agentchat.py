@@ -35,7 +35,7 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
     status = dict(body.get("status") or {})
     prune_status = dict(status.get("prune") or {})
     try:
-        spec = parse_spec(body.get("spec"))
+        spec = parse_spec(body.get("spec"), dev=settings.is_dev)
     except InvalidSpec as e:
         _conditions(patch, status, False, "InvalidSpec", str(e), now)
         return

@@ -36,7 +36,7 @@ async def handle_rotate_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: 
     now = time.time()
     status = dict(body.get("status") or {})
     try:
-        spec = parse_spec(body.get("spec"))
+        spec = parse_spec(body.get("spec"), dev=settings.is_dev)
     except InvalidSpec as e:
         _fail(body, patch, status, "InvalidSpec", str(e), now)
         return  # nothing to retry until the spec changes
