@@ -20,12 +20,15 @@ from langgraph.types import Command
 
 from agentchat.agent.graph import TurnRuntime
 from agentchat.agent.inputs import ChatRequest, file_text, parse_request
+from agentchat.agent.limits import RunSlot, user_limits
 from agentchat.agent.metrics import EVENTS, FIRST_EVENT
 from agentchat.agent.planner_rules import TurnContext
+from agentchat.agent.policy_client import PolicyClient
 from agentchat.agent.selection_adapter import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.store import Store, storage_errors
 from agentchat.agent.turns import END_OF_STREAM, Turn, TurnRunner
+from agentchat.catalog import Catalog
 from agentchat.db import conversation_lock
 from agentchat.errors import AgentChatError, ErrorCode, TokenError
 from agentchat.identity import Principal, TokenVerifier
@@ -41,8 +44,11 @@ def bearer(headers: Any) -> str | None:
 
 class ChatService:
     def __init__(self, *, settings: AgentSettings, store: Store, runner: TurnRunner,
-                 verifier: TokenVerifier, planner: TurnToolPlanner) -> None:
+                 verifier: TokenVerifier, planner: TurnToolPlanner, policy: PolicyClient,
+                 catalog: Catalog) -> None:
         self.settings = settings
+        self.policy = policy
+        self.catalog = catalog
         self.store = store
         self.runner = runner
         self.verifier = verifier
@@ -106,28 +112,52 @@ class ChatService:
             return await self._retry(token, conversation_id, session), early
         return await self._new_turn(req, token, conversation_id, session), early
 
-    async def _runtime(self, conversation_id: str, token: str, text: str, env_id: str | None,
-                       uicontext: dict[str, Any] | None) -> TurnRuntime:
+    async def _runtime(self, conversation_id: str, turn_id: str, token: str, text: str,
+                       env_id: str | None, uicontext: dict[str, Any] | None) -> TurnRuntime:
+        """A new plan for a turn: the tools offered and the prefetch (a new turn, a retry)."""
         # Selection is a few ms of CPU (embeddings): keep it off the event loop.
         plan = await asyncio.to_thread(self.planner.plan, text, uicontext, env_id)
         return TurnRuntime(conversation_id=conversation_id, user_jwt=token, tools=plan.tools,
                            turn=TurnContext(env_id=env_id, uicontext=uicontext),
                            prefetch=plan.prefetch,
-                           confirmation_ttl_s=self.settings.confirmation_ttl_s)
+                           confirmation_ttl_s=self.settings.confirmation_ttl_s,
+                           turn_id=turn_id)
+
+    def _resumed_runtime(self, conversation_id: str, token: str,
+                         last: dict[str, Any] | None) -> TurnRuntime:
+        """A resume (a card's answer, an orphan) gates against the set the turn offered, with
+        its UIContext and environment; no new plan and no second prefetch."""
+        plan = (last or {}).get("plan") or {}
+        return TurnRuntime(conversation_id=conversation_id, user_jwt=token,
+                           tools=list(plan.get("tools") or []),
+                           turn=TurnContext(env_id=plan.get("env_id"),
+                                            uicontext=plan.get("uicontext")),
+                           confirmation_ttl_s=self.settings.confirmation_ttl_s,
+                           turn_id=str((last or {}).get("id") or ""))
+
+    @staticmethod
+    def _plan_record(runtime: TurnRuntime) -> dict[str, Any]:
+        return {"tools": runtime.tools, "env_id": runtime.turn.env_id,
+                "uicontext": runtime.turn.uicontext}
 
     async def _new_turn(self, req: ChatRequest, token: str, conversation_id: str,
                         session: str) -> Turn:
         turn_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
         text = req.text
         if req.files:
-            text = f"{text}\n\n{file_text(req.files)}".strip()
+            # Read off the event loop, only the caller's own uploads (the token was verified
+            # by authenticate(); verifying again is cheaper than threading the principal here).
+            owner = self.verifier.verify(token).sub
+            text = f"{text}\n\n{await file_text(self.settings, req.files, owner)}".strip()
         await self._close_orphan(conversation_id)
-        await self.store.start_turn(turn_id, conversation_id)
+        runtime = await self._runtime(conversation_id, turn_id, token, req.text, req.env_id,
+                                      req.uicontext)
+        await self.store.start_turn(turn_id, conversation_id, self._plan_record(runtime))
         await self.store.add_message(message_id=message_id, conversation_id=conversation_id,
                                      turn_id=turn_id, role="user", content=text)
         await self.store.set_title_if_empty(conversation_id, req.text)
-        runtime = await self._runtime(conversation_id, token, req.text, req.env_id, req.uicontext)
-        graph_input = {"messages": [HumanMessage(content=text, id=message_id)]}
+        graph_input = {"messages": [HumanMessage(content=text, id=message_id)],
+                       "untrusted": False}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
     async def _close_orphan(self, conversation_id: str) -> None:
@@ -161,7 +191,7 @@ class ChatService:
             graph_input = Command(resume={"result": row["status"],
                                           "confirm_id": row["confirm_id"]})
         await self.store.resume_turn(last["id"])
-        runtime = await self._runtime(conversation_id, token, last["user_text"], None, None)
+        runtime = self._resumed_runtime(conversation_id, token, last)
         return self.runner.start(Turn(conversation_id, last["id"], session, runtime,
                                       graph_input))
 
@@ -179,11 +209,14 @@ class ChatService:
         human_id = last["user_message_id"]
         after = ids[ids.index(human_id) + 1:] if human_id in ids else []
         turn_id = str(uuid.uuid4())
-        await self.store.start_turn(turn_id, conversation_id)
+        plan = last.get("plan") or {}
+        runtime = await self._runtime(conversation_id, turn_id, token, last["user_text"],
+                                      plan.get("env_id"), plan.get("uicontext"))
+        await self.store.start_turn(turn_id, conversation_id, self._plan_record(runtime))
         # Re-run from the turn's user message: drop what followed it, keep the message itself.
         graph_input = {"messages": [*(RemoveMessage(id=i) for i in after if i),
-                                    HumanMessage(content=last["user_text"], id=human_id)]}
-        runtime = await self._runtime(conversation_id, token, last["user_text"], None, None)
+                                    HumanMessage(content=last["user_text"], id=human_id)],
+                       "untrusted": False}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
     async def _deny_pending(self, conversation_id: str) -> list[dict[str, Any]]:
@@ -215,26 +248,46 @@ class ChatService:
                 raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
                                      "that confirmation is no longer pending")
             card = pending["payload"]
+            recheck: dict[str, Any] | None = None
             if pending["expired"]:
                 result = "expired"
             elif req.action == "confirm" and not card.get("permission_granted", True):
                 raise AgentChatError(ErrorCode.FORBIDDEN,
                                      "this action is not permitted for you; close the card")
+            elif req.action == "confirm":
+                # The card was decided minutes ago: ask again with the token of now, so roles
+                # revoked meanwhile run nothing. POLICY_UNAVAILABLE leaves the card pending.
+                recheck = await self._recheck(card, token, conversation_id)
+                result = "denied" if recheck["decision"] == "deny" else "confirmed"
             else:
-                result = "confirmed" if req.action == "confirm" else "denied"
+                result = "denied"
             if not await self.store.resolve_confirmation(pending["confirm_id"], result, conn):
                 raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                      "the confirmation was already answered")
         last = await self.store.last_turn(conversation_id)
-        text = last["user_text"] if last else ""
-        runtime = await self._runtime(conversation_id, token, text, None, None)
+        runtime = self._resumed_runtime(conversation_id, token, last)
         turn_id = pending["turn_id"] or str(uuid.uuid4())
         if pending["turn_id"]:
             await self.store.resume_turn(turn_id)
-        graph_input = Command(resume={"result": result, "confirm_id": pending["confirm_id"]})
+        graph_input = Command(resume={"result": result, "confirm_id": pending["confirm_id"],
+                                      "recheck": recheck})
         turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
         return turn, [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
                        "result": result}]
+
+
+    async def _recheck(self, card: dict[str, Any], token: str,
+                       conversation_id: str) -> dict[str, Any]:
+        """The sidecar's decision now on the card's call (same tool, arguments, context)."""
+        tool = self.catalog.get(str(card.get("tool_name")))
+        args = card.get("tool_args") or {}
+        if tool is None:
+            return {"decision": "deny", "required_role": None, "alternatives": []}
+        state = await self.runner.graph.aget_state(self.runner.config(conversation_id))
+        return await self.policy.check(
+            user_jwt=token, tool=tool.name, arguments=args,
+            environment=tool.environments_of(args)[0],
+            untrusted=bool(state.values.get("untrusted")))
 
 
 def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
@@ -305,14 +358,18 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
     started = time.monotonic()
     cid: str | None = conversation_id if isinstance(conversation_id, str) else None
     turn: Turn | None = None
+    slot: RunSlot | None = None
     try:
         req = parse_request(service.settings, message, action, conversation_id, uicontext,
                             user_id, user_jwt, env_id)
         cid = req.conversation_id
         principal, token = service.authenticate(req, bearer(headers))
+        # Per-user limits (agent/limits.py) before anything is opened or stored.
+        slot = user_limits(service, service.settings).admit(principal.sub)
         cid = await service.open_conversation(req, principal)
         await service.take_lease(cid, session)
         turn, early = await service.submit(req, principal, token, cid, session)
+        slot.hold(turn.task)  # the run slot is freed when the turn's task ends
         for event in early:
             seq += 1
             EVENTS.labels(event["type"]).inc()
@@ -342,3 +399,6 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         if turn is not None:
             turn.detach()
         raise
+    finally:
+        if slot is not None:
+            slot.release_unless_held()  # the submit failed before a turn took it

@@ -2,8 +2,14 @@
 
 - `model` streams tokens (the only node whose tokens reach the user) and plans tool calls
   from the tools selected for this turn.
-- `policy` asks the sidecar about every call of the model's message before any runs and keeps
-  the decisions in the state, so a resumed run never asks again.
+- `model` also gives every call an id unique within the conversation before the message is
+  checkpointed (a model that repeats `call_0`, or sends none, cannot make one decision cover
+  another call).
+- `policy` refuses calls to tools not offered this turn and arguments that fail the tool's
+  schema (`tool_error {reason: "invalid_arguments"}`, nothing sent), then asks the sidecar about
+  every other call, with exactly the validated arguments, before any runs; it keeps the
+  decisions in the state, so a resumed run never asks again. Once ss-tools output has entered
+  the turn (`untrusted`, set by `tools`), every check says so and the policy may ask for a card.
 - `confirm` turns each decision that needs a human into an `interrupt()` whose value is the
   `confirm_required` card, one at a time and in order. It has no side effects before its
   interrupts: the node re-runs from its start on every resume.
@@ -33,12 +39,15 @@ from typing_extensions import TypedDict
 from agentchat.agent.planner import context_message
 from agentchat.agent.planner_rules import TurnContext
 from agentchat.agent.policy_client import PolicyClient
-from agentchat.agent.tool_runtime import ToolRuntime
+from agentchat.agent.tool_runtime import INVALID_ARGUMENTS, ToolRuntime, refusal_event
 from agentchat.catalog import Catalog
 from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.tool_request import InvalidArguments, validate_arguments
 
 PREFETCH_NAME = "prefetch"
 CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
+IDEMPOTENCY_NAMESPACE = uuid.UUID("0b7f3e2a-51c4-4d8e-a6f9-2e3c7d1b5a84")
+REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
 
 
 class AgentState(TypedDict, total=False):
@@ -47,6 +56,7 @@ class AgentState(TypedDict, total=False):
     approved: list[str]                   # call ids the tools node runs
     approved_keys: dict[str, str]         # call_id -> Idempotency-Key (confirm_id if carded)
     halt: dict[str, Any] | None           # an error that ends the turn (FORBIDDEN)
+    untrusted: bool                       # ss-tools output entered this turn's context
 
 
 @dataclass(frozen=True)
@@ -55,10 +65,11 @@ class TurnRuntime:
 
     conversation_id: str
     user_jwt: str
-    tools: list[str]
+    tools: list[str]  # offered to the model this turn; a call to any other is refused
     turn: TurnContext = field(default_factory=TurnContext)
     prefetch: list[dict[str, Any]] = field(default_factory=list)
     confirmation_ttl_s: float = 300.0
+    turn_id: str = ""
 
 
 @dataclass
@@ -72,6 +83,36 @@ class GraphDeps:
 def confirm_id_for(conversation_id: str, call_id: str) -> str:
     """Stable across re-runs of the confirm node, unique across conversations."""
     return str(uuid.uuid5(CONFIRM_NAMESPACE, f"{conversation_id}:{call_id}"))
+
+
+def idempotency_key_for(conversation_id: str, turn_id: str, call_id: str) -> str:
+    """The key of an uncarded write: namespaced, so two turns' `call_0` never collide."""
+    return str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{conversation_id}:{turn_id}:{call_id}"))
+
+
+def _refused(detail: str) -> dict[str, Any]:
+    return {"decision": REFUSED, "reason_code": INVALID_ARGUMENTS, "detail": detail}
+
+
+def with_unique_ids(response: AIMessage) -> tuple[AIMessage, dict[str, dict[str, Any]]]:
+    """The model's message with each call's id replaced by `call_<message>_<n>` (unique within
+    the conversation, under OpenAI's 40 characters), and calls whose arguments were not even
+    JSON kept as refused calls, so each gets its ToolMessage."""
+    mid = uuid.uuid4().hex[:16]
+    calls: list[Any] = []
+    refused: dict[str, dict[str, Any]] = {}
+    for call in response.tool_calls:
+        calls.append({**call, "id": f"call_{mid}_{len(calls)}", "type": "tool_call"})
+    for bad in response.invalid_tool_calls:
+        cid = f"call_{mid}_{len(calls)}"
+        calls.append({"name": str(bad.get("name") or "unknown"), "args": {}, "id": cid,
+                      "type": "tool_call"})
+        refused[cid] = _refused("the arguments are not a JSON object")
+    if not calls:
+        return response, {}
+    kwargs = {k: v for k, v in response.additional_kwargs.items() if k != "tool_calls"}
+    return response.model_copy(update={"tool_calls": calls, "invalid_tool_calls": [],
+                                       "additional_kwargs": kwargs}), refused
 
 
 def tool_schemas(catalog: Catalog, names: list[str]) -> list[dict[str, Any]]:
@@ -97,7 +138,8 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         calls = [{"name": c["name"], "args": c["args"], "id": c["id"], "type": "tool_call"}
                  for c in runtime.context.prefetch]
         # Named, so the model can tell the agent's own prefetch from calls it made itself.
-        return {"messages": [AIMessage(content="", tool_calls=calls, name=PREFETCH_NAME)]}
+        return {"messages": [AIMessage(content="", tool_calls=calls, name=PREFETCH_NAME)],
+                "decisions": {}}
 
     async def model(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ctx = runtime.context
@@ -110,20 +152,45 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         except Exception as e:  # any failure of the endpoint: refused, 5xx, timeout, cut stream
             raise AgentChatError(ErrorCode.LLM_UNAVAILABLE,
                                  f"the model is unavailable ({type(e).__name__})") from None
-        # Only tools offered this turn may be called; anything else is answered as refused.
-        return {"messages": [response], "decisions": {}, "approved": [], "approved_keys": {}}
+        response, refused = with_unique_ids(response)
+        return {"messages": [response], "decisions": refused, "approved": [],
+                "approved_keys": {}}
 
     async def policy(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ai = _last_ai(state)
         assert ai is not None
-        decisions: dict[str, dict[str, Any]] = {}
+        ctx = runtime.context
+        writer = get_stream_writer()
+        decisions = dict(state.get("decisions") or {})
+        offered = set(ctx.tools) if ai.name != PREFETCH_NAME else {
+            c["name"] for c in ctx.prefetch}
         for call in ai.tool_calls:
-            tool = deps.catalog.get(call["name"])
-            env = tool.environments_of(call["args"])[0] if tool else None
-            decisions[call["id"] or ""] = await deps.policy.check(
-                user_jwt=runtime.context.user_jwt, tool=call["name"], arguments=call["args"],
-                environment=env)
+            call_id = call["id"] or ""
+            if call_id not in decisions:
+                decisions[call_id] = await gate_call(call, offered, ctx, state)
+            d = decisions[call_id]
+            if d["decision"] == REFUSED:
+                writer({"type": "tool_start", "tool": call["name"], "call_id": call_id,
+                        "input": call["args"]})
+                writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}"))
         return {"decisions": decisions}
+
+    async def gate_call(call: Any, offered: set[str], ctx: TurnRuntime,
+                         state: AgentState) -> dict[str, Any]:
+        """Our own checks, then the sidecar's, on exactly the arguments that would be sent."""
+        tool = deps.catalog.get(call["name"])
+        if tool is None or call["name"] not in offered:
+            return _refused(f"the tool {call['name']!r} was not offered in this turn")
+        try:
+            args = validate_arguments(tool, call["args"])
+        except InvalidArguments as e:
+            return _refused(f"invalid arguments: {e}")
+        d = await deps.policy.check(
+            user_jwt=ctx.user_jwt, tool=tool.name, arguments=args,
+            environment=tool.environments_of(args)[0], untrusted=bool(state.get("untrusted")))
+        if d.get("decision") == "deny" and d.get("reason_code") == INVALID_ARGUMENTS:
+            return _refused(f"invalid arguments: {d.get('detail') or 'refused by the policy'}")
+        return d
 
     async def confirm(state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["tools", "model"]]:
@@ -140,14 +207,22 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             if stop_all:
                 refused.append(_refusal(call, "not run: the confirmation expired"))
                 continue
+            if d.get("decision") == REFUSED:
+                refused.append(_refusal(call, f"not run: {d.get('detail')}"))
+                continue
             if d.get("decision") == "allow":
                 approved.append(call_id)
-                keys[call_id] = call_id
+                keys[call_id] = idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id)
                 continue
             cid = confirm_id_for(ctx.conversation_id, call_id)
             card = _card(cid, ctx, call, d)
             answer = interrupt(card)  # raises on first run; the answer on resume
             result = answer.get("result") if isinstance(answer, dict) else None
+            recheck = answer.get("recheck") if isinstance(answer, dict) else None
+            if isinstance(recheck, dict) and recheck.get("decision") == "deny":
+                # Confirmed, but the sidecar asked again with the user's current token said no.
+                d = recheck
+                result = "denied"
             if d.get("decision") == "allow_with_confirmation" and result == "confirmed":
                 approved.append(call_id)
                 keys[call_id] = cid
@@ -193,8 +268,10 @@ def build_graph(deps: GraphDeps) -> StateGraph:
                                        status="success" if outcome.status == "ok" else "error"))
             if outcome.status == "forbidden":
                 halt = {"code": "FORBIDDEN", "detail": f"the ss-tools API refused {call['name']}"}
+        # From here on ss-tools text is in the model's context: later checks say so.
         return Command(goto=END if halt else "model",
-                       update={"messages": results, "approved": [], "halt": halt})
+                       update={"messages": results, "approved": [], "halt": halt,
+                               "untrusted": True})
 
     def after_model(state: AgentState) -> str:
         ai = _last_ai(state)

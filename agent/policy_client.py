@@ -20,10 +20,16 @@ class PolicyClient:
         self.http = http
 
     async def check(self, *, user_jwt: str, tool: str, arguments: dict[str, Any],
-                    environment: str | None) -> dict[str, Any]:
-        """The sidecar's decision; raises UNAUTHORIZED, INVALID_REQUEST or POLICY_UNAVAILABLE."""
-        body = {"request_id": str(uuid.uuid4()), "environment": environment, "tool": tool,
-                "arguments": arguments}
+                    environment: str | None, untrusted: bool = False) -> dict[str, Any]:
+        """The sidecar's decision; raises UNAUTHORIZED, INVALID_REQUEST or POLICY_UNAVAILABLE.
+
+        `arguments` must be the validated ones the request will be built from (the gate checks
+        exactly what runs); `untrusted` says ss-tools output has entered this turn's context.
+        """
+        body: dict[str, Any] = {"request_id": str(uuid.uuid4()), "environment": environment,
+                                "tool": tool, "arguments": arguments}
+        if untrusted:
+            body["context"] = {"untrusted": True}
         for attempt in (1, 2):
             token = await self.tokens.get()
             try:

@@ -73,7 +73,8 @@ async def build_services(settings: AgentSettings) -> Services:
     runner = TurnRunner(graph=graph, store=store, lease_s=settings.lease_s)
     verifier = user_verifier(settings)
     chat = ChatService(settings=settings, store=store, runner=runner, verifier=verifier,
-                       planner=TurnToolPlanner(settings, catalog))
+                       planner=TurnToolPlanner(settings, catalog), policy=deps.policy,
+                       catalog=catalog)
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     sweeper = OrphanSweeper(store=store, runner=runner, lease_s=settings.lease_s)
     sweeper.start()

@@ -43,7 +43,9 @@ GET_LEASE = """
 SELECT session_id, until, until > now() AS active FROM leases WHERE conversation_id = %(id)s
 """
 
-INSERT_TURN = "INSERT INTO turns (id, conversation_id) VALUES (%(id)s, %(conversation_id)s)"
+INSERT_TURN = """
+INSERT INTO turns (id, conversation_id, plan) VALUES (%(id)s, %(conversation_id)s, %(plan)s)
+"""
 FINISH_TURN = """
 UPDATE turns SET status = %(status)s, error_code = %(error_code)s,
        finished_at = CASE WHEN %(status)s = 'awaiting_confirmation' THEN NULL ELSE now() END
@@ -196,8 +198,11 @@ class Store:
 
     # turns, messages, tool calls ---------------------------------------------------------------
 
-    async def start_turn(self, turn_id: str, conversation_id: str) -> None:
-        await self._exec(INSERT_TURN, {"id": turn_id, "conversation_id": conversation_id})
+    async def start_turn(self, turn_id: str, conversation_id: str,
+                         plan: dict[str, Any] | None = None) -> None:
+        """`plan`: what the turn offers the model (tools, env_id, uicontext), kept for resumes."""
+        await self._exec(INSERT_TURN, {"id": turn_id, "conversation_id": conversation_id,
+                                       "plan": json.dumps(plan) if plan is not None else None})
 
     async def finish_turn(self, turn_id: str, status: str, error_code: str | None = None) -> None:
         await self._exec(FINISH_TURN, {"id": turn_id, "status": status,

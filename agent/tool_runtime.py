@@ -4,7 +4,9 @@ Both tokens on every call, `Idempotency-Key` on write and destructive calls, the
 timeout (a timed-out attempt ends the call with `tool_timeout`, never retried), transient
 failures (502, 503, 504, connection errors) retried after a 1 s backoff up to the tool's
 `max_attempts` with `tool_retry`, then `tool_error`; other failures give `tool_error` at once.
-Events go to `emit`; the outcome becomes the model's ToolMessage.
+Events go to `emit`; the outcome becomes the model's ToolMessage. The request is built by
+`agentchat.tool_request.build_request` from the validated arguments only; a call it refuses
+sends nothing and ends with `tool_error {reason: "invalid_arguments"}`.
 """
 
 from __future__ import annotations
@@ -19,10 +21,19 @@ from typing import Any
 import httpx
 
 from agentchat.agent.service_token import ServiceTokenProvider
-from agentchat.catalog import Catalog, Tool
+from agentchat.catalog import Catalog
+from agentchat.tool_request import InvalidArguments, build_request
 
 TRANSIENT = {502, 503, 504}
+INVALID_ARGUMENTS = "invalid_arguments"
 Emit = Callable[[dict[str, Any]], None]
+
+
+def refusal_event(tool: str, call_id: str, error: str) -> dict[str, Any]:
+    """The one outcome of a call refused before anything was sent (PROTOCOL §10)."""
+    return {"type": "tool_error", "tool": tool, "call_id": call_id, "error": error,
+            "code": "TOOL_FAILURE", "reason": INVALID_ARGUMENTS, "retryable": False,
+            "retry_count": 0, "retry_exhausted": False, "timeout": False}
 
 
 @dataclass
@@ -63,22 +74,18 @@ class ToolRuntime:
         self.max_output_chars = max_output_chars
         self.backoff_s = backoff_s
 
-    def _request(self, tool: Tool, args: dict[str, Any]) -> tuple[str, dict[str, Any],
-                                                                  dict[str, Any] | None]:
-        path, rest = tool.path, dict(args)
-        for name in tool.path_params():
-            path = path.replace("{" + name + "}", str(rest.pop(name)))
-        if tool.method in ("GET", "DELETE"):
-            return path, {k: v for k, v in rest.items() if v is not None}, None
-        return path, {}, rest
-
     async def run(self, *, tool_name: str, call_id: str, args: dict[str, Any], user_jwt: str,
                   idempotency_key: str | None, emit: Emit) -> ToolOutcome:
         tool = self.catalog.get(tool_name)
         emit({"type": "tool_start", "tool": tool_name, "call_id": call_id, "input": args})
         if tool is None:
-            return self._error(emit, tool_name, call_id, "unknown tool", 1, False)
-        path, params, body = self._request(tool, args)
+            emit(refusal_event(tool_name, call_id, "not run: unknown tool"))
+            return ToolOutcome("error", error="not run: unknown tool", attempts=0)
+        try:
+            request = build_request(tool, args)
+        except InvalidArguments as e:
+            emit(refusal_event(tool_name, call_id, f"not run: invalid arguments: {e}"))
+            return ToolOutcome("error", error=f"not run: invalid arguments: {e}", attempts=0)
         max_attempts = tool.max_attempts
         attempt = 0
         while True:
@@ -90,7 +97,8 @@ class ToolRuntime:
             started = time.monotonic()
             try:
                 resp = await asyncio.wait_for(self.http.request(
-                    tool.method, self.base_url + path, params=params, json=body,
+                    request.method, self.base_url + request.path, params=request.params,
+                    json=request.body,
                     headers=headers, timeout=tool.timeout_s + 1), tool.timeout_s)
             except (TimeoutError, httpx.TimeoutException):
                 emit({"type": "tool_timeout", "tool": tool_name, "call_id": call_id,

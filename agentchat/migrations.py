@@ -203,4 +203,9 @@ MIGRATIONS: list[str] = [
     DROP INDEX IF EXISTS messages_tsv;
     ALTER TABLE messages DROP COLUMN IF EXISTS tsv;
     """,
+    # 6: what a turn offered the model (its tools, environment and UIContext), so a resume or
+    # a retry gates the calls against the same set instead of re-planning without the context.
+    """
+    ALTER TABLE turns ADD COLUMN IF NOT EXISTS plan jsonb;
+    """,
 ]

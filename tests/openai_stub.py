@@ -3,6 +3,12 @@
 It answers `POST /v1/chat/completions` (streamed or not) by asking the offline planner what
 to say, so `ChatOpenAI` gets real streamed text and tool-call deltas over HTTP. Failure modes
 for the LLM fault tests: `mode` = ok | refuse (HTTP 500) | hang | cut (stream cut halfway).
+
+A hostile model for the gate tests: `POST /script {"turns": [[call, ...], ...]}` queues what
+the model says to the next user messages, one list of tool calls per message, each call
+`{name, args, id}` (`id` may be missing, null or repeated; `raw_args` sends a string as is).
+After the tool results it answers `ANSWER: ` and every tool result it got, so a test can see
+what reached the model. `GET /seen` lists the tool results and tools offered per request.
 Run: `python tests/openai_stub.py PORT [MODE]`.
 """
 
@@ -29,7 +35,25 @@ from starlette.routing import Route
 
 from agentchat.agent.planner import OfflinePlanner, _chunks
 
-STATE = {"mode": "ok", "requests": 0}
+STATE: dict[str, Any] = {"mode": "ok", "requests": 0, "script": [], "seen": []}
+
+
+def scripted(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+    """The scripted reply for this request as (text, calls), or None to use the planner."""
+    last = messages[-1] if messages else {}
+    offered = [t["function"]["name"] for t in tools]
+    if last.get("role") == "user" and STATE["script"]:
+        STATE["seen"].append({"offered": offered, "results": []})
+        return "", STATE["script"].pop(0)
+    if last.get("role") == "tool" and STATE["seen"]:
+        results = []
+        for m in reversed(messages):
+            if m.get("role") != "tool":
+                break
+            results.insert(0, m.get("content") or "")
+        STATE["seen"][-1]["results"].extend(results)
+        return "ANSWER: " + " | ".join(results), []
+    return None
 
 
 def to_langchain(messages: list[dict[str, Any]]) -> list[BaseMessage]:
@@ -58,6 +82,9 @@ async def completions(request: Request) -> Response:
                             status_code=500)
     if mode == "hang":
         await asyncio.sleep(3600)
+    script = scripted(body["messages"], body.get("tools", []))
+    if script is not None:
+        return _scripted_reply(body, *script)
     plan = OfflinePlanner().plan(to_langchain(body["messages"]), body.get("tools", []))
     base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": body.get("model", "stub")}
@@ -95,6 +122,40 @@ async def completions(request: Request) -> Response:
     return StreamingResponse(stream(), media_type="text/event-stream")
 
 
+def _scripted_reply(body: dict[str, Any], text: str, calls: list[dict[str, Any]]) -> Response:
+    """Streamed like a real endpoint: the text, then one delta per call (id as scripted)."""
+    base = {"id": "chatcmpl-script", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": body.get("model", "stub")}
+
+    async def stream() -> Any:
+        if text:
+            delta: dict[str, Any] = {"role": "assistant", "content": text}
+            yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': delta}]})}\n\n"
+        for n, call in enumerate(calls):
+            args = call.get("raw_args", json.dumps(call.get("args", {})))
+            tc: dict[str, Any] = {"index": n, "type": "function",
+                                  "function": {"name": call["name"], "arguments": args}}
+            if call.get("id") is not None:
+                tc["id"] = call["id"]
+            chunk = {**base, "choices": [{"index": 0, "delta": {"tool_calls": [tc]}}]}
+            yield f"data: {json.dumps(chunk)}\n\n"
+        done = {**base, "choices": [{"index": 0, "delta": {},
+                                     "finish_reason": "tool_calls" if calls else "stop"}]}
+        yield f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+async def set_script(request: Request) -> Response:
+    STATE["script"] = list((await request.json())["turns"])
+    STATE["seen"] = []
+    return JSONResponse({"queued": len(STATE["script"])})
+
+
+async def seen(request: Request) -> Response:
+    return JSONResponse({"seen": STATE["seen"], "left": len(STATE["script"])})
+
+
 async def models(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model"}]})
 
@@ -108,6 +169,8 @@ app = Starlette(routes=[
     Route("/v1/chat/completions", completions, methods=["POST"]),
     Route("/v1/models", models),
     Route("/mode", set_mode, methods=["POST"]),
+    Route("/script", set_script, methods=["POST"]),
+    Route("/seen", seen),
     Route("/livez", models),
 ])
 
