@@ -11,10 +11,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import secrets
 import threading
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +26,19 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from agentchat.catalog import cached_catalog
 from agentchat.errors import TokenError
 from agentchat.keys import SERVICE_TOKEN_TYPE, write_atomic
 from agentchat.settings import SharedSettings
 
 MAX_TOKEN_BYTES = 8 * 1024
 REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
+# A role or environment name in the roles claim: plain characters only, so no entry can be read
+# as a pattern (`*`, `admin@*`), a list (`prod|ss-dev`) or a wildcard of any other syntax.
+ROLE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_LOGGED_ENTRY_CHARS = 100
+
+log = logging.getLogger("agentchat.identity")
 
 # Demo users of the dev issuer (ARCHITECTURE: roles are `role` or `role@env`).
 DEMO_USERS: dict[str, list[str]] = {
@@ -89,19 +99,44 @@ class Principal:
         return [r if e is None else f"{r}@{e}" for r, e in self.roles]
 
 
-def parse_roles(value: Any) -> tuple[tuple[str, str | None], ...]:
+def parse_roles(value: Any, environments: Collection[str], *, sub: str | None = None,
+                quiet: bool = False) -> tuple[tuple[str, str | None], ...]:
+    """The roles claim as (role, env or None = every environment) pairs.
+
+    `role` holds in every environment and `role@env` in that one, where `env` must be one of
+    `environments` (the catalog's). Any other entry is ignored, never widened, and logged with
+    the token's `sub`: an empty role or environment (`admin@` is not admin everywhere), an
+    environment the catalog does not know (`admin@qa`), or a character outside
+    `[A-Za-z0-9_.-]` in either part (`admin@*`, `admin@prod|ss-dev`, `adm*n`). A claim that is
+    not a string or a list of strings refuses the token. `quiet` skips the log (policy tests).
+    """
     if value is None:
         return ()
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TokenError("bad_roles", "token refused: the roles claim must be a list of strings")
+    known = environments if isinstance(environments, set | frozenset) else set(environments)
     out: list[tuple[str, str | None]] = []
     for item in value:
-        role, _, env = item.partition("@")
-        if not role:
-            raise TokenError("bad_roles", "token refused: empty role name")
-        out.append((role, env or None))
+        role, at, env = item.partition("@")
+        if not ROLE_NAME.fullmatch(role):
+            why = "not a plain role name"
+        elif not at:
+            out.append((role, None))
+            continue
+        elif not ROLE_NAME.fullmatch(env):
+            why = "not a plain environment name"
+        elif env not in known:
+            why = "an environment the catalog does not know"
+        else:
+            out.append((role, env))
+            continue
+        # The entry's text (shortened, repr-quoted so it cannot forge log lines) and the
+        # subject only: never the token.
+        if not quiet:
+            log.warning("roles claim entry ignored (%s): %r, sub %r", why,
+                        item[:_LOGGED_ENTRY_CHARS], sub)
     return tuple(out)
 
 
@@ -119,6 +154,7 @@ class TokenVerifier:
         token_type: str | None = None,
         forbidden_type: str | None = None,
         roles_claim: str | None = None,
+        environments: Collection[str] | Callable[[], Collection[str]] = (),
     ) -> None:
         self.issuer = issuer
         self.audience = audience
@@ -128,6 +164,9 @@ class TokenVerifier:
         self.token_type = token_type
         self.forbidden_type = forbidden_type
         self.roles_claim = roles_claim
+        # The environments a `role@env` may name: a collection, or a callable for a live one
+        # (the policy sidecar's current catalog, which reloads).
+        self.environments = environments
 
     def verify(self, token: str | None) -> Principal:
         if not token:
@@ -179,7 +218,10 @@ class TokenVerifier:
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub:
             raise TokenError("missing_claim", "token refused: missing claim sub")
-        roles = parse_roles(claims.get(self.roles_claim)) if self.roles_claim else ()
+        roles: tuple[tuple[str, str | None], ...] = ()
+        if self.roles_claim:
+            envs = self.environments() if callable(self.environments) else self.environments
+            roles = parse_roles(claims.get(self.roles_claim), envs, sub=sub)
         return Principal(sub=sub, roles=roles, claims=claims)
 
 
@@ -194,7 +236,13 @@ def service_verifier(settings: SharedSettings, jwks: JwksFile | None = None) -> 
     )
 
 
-def user_verifier(settings: SharedSettings, jwks: JwksFile | None = None) -> TokenVerifier:
+def user_verifier(settings: SharedSettings, jwks: JwksFile | None = None, *,
+                  environments: Collection[str] | Callable[[], Collection[str]] | None = None,
+                  ) -> TokenVerifier:
+    """User tokens (ss-tools'). `role@env` roles may only name `environments`; by default the
+    catalog's (`settings.catalog_path`)."""
+    if environments is None:
+        environments = frozenset(cached_catalog(str(settings.catalog_path)).environments)
     return TokenVerifier(
         issuer=settings.user_issuer,
         audience=settings.user_audience,
@@ -203,6 +251,7 @@ def user_verifier(settings: SharedSettings, jwks: JwksFile | None = None) -> Tok
         leeway_s=settings.jwt_leeway_s,
         forbidden_type=SERVICE_TOKEN_TYPE,
         roles_claim=settings.roles_claim,
+        environments=environments,
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from agentchat.errors import ErrorCode, TokenError
 from agentchat.identity import MAX_TOKEN_BYTES, Principal, service_verifier, user_verifier
@@ -42,12 +42,20 @@ from .tokens import CachedVerifier
 log = logging.getLogger("agentchat.policy")
 
 
+class CheckContext(BaseModel):
+    """What the agent knows about the turn: `untrusted` once ss-tools output entered it."""
+
+    model_config = ConfigDict(extra="forbid")
+    untrusted: StrictBool = False
+
+
 class CheckBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     request_id: str = Field(min_length=1, max_length=200)
     environment: str | None = Field(default=None, max_length=100)
     tool: str = Field(min_length=1, max_length=100)
     arguments: dict[str, Any] = Field(default_factory=dict)
+    context: CheckContext = Field(default_factory=CheckContext)
 
 
 class BatchBody(BaseModel):
@@ -82,7 +90,14 @@ class Sidecar:
         self.store.listeners.append(self.metrics.on_reload)
         ttl, size = settings.policy_token_cache_s, settings.policy_token_cache_size
         self.service = CachedVerifier(service_verifier(settings), ttl_s=ttl, max_size=size)
-        self.user = CachedVerifier(user_verifier(settings), ttl_s=ttl, max_size=size)
+        # `role@env` may name the environments of the serving snapshot's catalog (it reloads).
+        # Without a snapshot every POST is a 503 before the user token is read.
+        def environments() -> frozenset[str]:
+            snapshot = self.store.snapshot
+            return snapshot.environment_set if snapshot is not None else frozenset()
+
+        self.user = CachedVerifier(user_verifier(settings, environments=environments),
+                                   ttl_s=ttl, max_size=size)
         self.log = DecisionLog(stdout=settings.policy_decision_log_stdout,
                                path=settings.policy_decision_log_path)
 
@@ -138,7 +153,8 @@ class Sidecar:
     def check(self, service: Principal, user: Principal | TokenError, body: CheckBody,
               started: float) -> Decision:
         snapshot = self.store.snapshot  # read once: this request sees one whole policy
-        req = CheckRequest(body.request_id, body.environment, body.tool, body.arguments)
+        req = CheckRequest(body.request_id, body.environment, body.tool, body.arguments,
+                           untrusted=body.context.untrusted)
         if snapshot is None:  # unreachable after admit(); kept so no path can answer allow
             decision = denial(req, "internal_error", env=body.environment)
         elif isinstance(user, TokenError):
@@ -154,7 +170,7 @@ class Sidecar:
             user_sub=None if isinstance(user, TokenError) else user.sub,
             roles=[] if isinstance(user, TokenError) else user.role_strings(),
             env=decision.env_context or body.environment, arguments=body.arguments,
-            latency_us=int(elapsed * 1e6))
+            context={"untrusted": body.context.untrusted}, latency_us=int(elapsed * 1e6))
         return decision
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:

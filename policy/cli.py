@@ -55,6 +55,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     from agentchat.errors import TokenError
     from agentchat.identity import parse_roles, user_verifier
+    from agentchat.tool_request import InvalidArguments, validate_arguments
 
     from .engine import CheckRequest, decide
     from .reload import ReloadError, build_snapshot
@@ -63,12 +64,18 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     try:
+        snapshot, _ = build_snapshot(settings.policy_dir, settings.catalog_path)
+        envs = snapshot.environment_set
         if args.token:
-            principal = user_verifier(settings).verify(args.token)
+            principal = user_verifier(settings, environments=envs).verify(args.token)
             roles, who = principal.roles, principal.sub
         else:
-            roles, who = parse_roles([r for r in (args.roles or "").split(",") if r]), "-"
-        snapshot, _ = build_snapshot(settings.policy_dir, settings.catalog_path)
+            given = [r for r in (args.roles or "").split(",") if r]
+            roles, who = parse_roles(given, envs, quiet=True), "-"
+            ignored = [r for r in given if (r.partition("@")[0], r.partition("@")[2] or None)
+                       not in roles]
+            if ignored:
+                print(f"ignored roles (as in a token): {', '.join(ignored)}")
     except (TokenError, ReloadError) as e:
         print(str(e.detail if isinstance(e, TokenError) else e), file=sys.stderr)
         return 2
@@ -82,12 +89,21 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     tool = snapshot.tools.get(args.tool)
     if tool is not None and tool.environment is not None and args.env:
         arguments.setdefault(tool.environment.argument, args.env)
-    decision = decide(snapshot, roles, CheckRequest("explain", args.env, args.tool, arguments))
+    request = CheckRequest("explain", args.env, args.tool, arguments, untrusted=args.untrusted)
+    decision = decide(snapshot, roles, request, check_schema=False)
     domain = decision.env_context or ANY_DOMAIN
     role_text = ",".join(r if e is None else f"{r}@{e}" for r, e in roles) or "(none)"
-    print(f"user {who}, roles {role_text}; env {args.env or '(none)'}, tool {args.tool}")
+    print(f"user {who}, roles {role_text}; env {args.env or '(none)'}, tool {args.tool}, "
+          f"context {request.context}")
     print(f"policy revision {snapshot.revision} from {settings.policy_dir}")
     print(f"decision:      {decision.decision} ({decision.reason_code})")
+    if decision.detail:
+        print(f"detail:        {decision.detail}")
+    if tool is not None:
+        try:
+            validate_arguments(tool, arguments)
+        except InvalidArguments as e:  # explain checks the policy; a real call would fail here
+            print(f"note:          a real call with these arguments would be refused: {e}")
     print(f"risk:          {decision.risk} / {decision.risk_level}"
           f"{', dangerous' if decision.dangerous else ''}"
           f"{', needs a card' if decision.confirmation_required else ''}")
@@ -105,6 +121,12 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             print(f"  policy.csv:{rule.line_no}: {rule.text()}")
         if not rules:
             print("  (none: no line grants any of these roles this in this environment)")
+    context_rules = snapshot.matching_context_rules(roles, domain, args.tool, request.context)
+    print(f"context rules for {args.tool} in {domain}, context {request.context}:")
+    for ctx_rule in context_rules:
+        print(f"  policy.csv:{ctx_rule.line_no}: {ctx_rule.text()}")
+    if not context_rules:
+        print("  (none: no p2 line asks for a card here)")
     return 0 if decision.allow else 1
 
 
@@ -130,6 +152,8 @@ def register(subparsers: Any) -> None:
     explain.add_argument("--env", help="the target environment (omit for an env-less call)")
     explain.add_argument("--tool", required=True)
     explain.add_argument("--arg", action="append", help="key=value (JSON values allowed)")
+    explain.add_argument("--untrusted", action="store_true",
+                         help="the request's context is untrusted (ss-tools output in the turn)")
     explain.add_argument("--policy-dir", help="overrides AGENTCHAT_POLICY_DIR")
     explain.add_argument("--catalog", help="overrides AGENTCHAT_CATALOG_PATH")
     explain.set_defaults(func=_cmd_explain)

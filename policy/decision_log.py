@@ -1,8 +1,8 @@
 """The decision log: one JSON line per decision, on stdout and optionally appended to a file.
 
-Fields: ts, decision_id, request_id, service.sub, user.sub, roles, env, tool, args_digest,
-decision, reason_code, risk, confirmation_required, policy_revision, latency_us. Arguments are
-logged as a digest (they may hold names or free text) and tokens never appear at all.
+Fields: ts, decision_id, request_id, service.sub, user.sub, roles, env, context, tool,
+args_digest, decision, reason_code, risk, confirmation_required, policy_revision, latency_us.
+Arguments are logged as a digest (they may hold names or free text) and tokens never appear.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class DecisionLog:
 
     def write(self, decision: Decision, *, service_sub: str | None, user_sub: str | None,
               roles: list[str], env: str | None, arguments: dict[str, Any],
-              latency_us: int) -> None:
+              latency_us: int, context: dict[str, Any] | None = None) -> None:
         line = orjson.dumps({
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "decision_id": decision.decision_id,
@@ -51,6 +51,7 @@ class DecisionLog:
             "user.sub": user_sub,
             "roles": roles,
             "env": env,
+            "context": context if context is not None else {"untrusted": False},
             "tool": decision.tool,
             "args_digest": args_digest(arguments),
             "decision": decision.decision,

@@ -19,6 +19,16 @@ x tool table::
         tool: start_migration
         arguments: {source_env: ss-stage}   # optional; env fills the environment argument
         expect: allow_with_confirmation
+      - roles: [editor]
+        env: ss-dev
+        tool: deploy_dashboard
+        context: {untrusted: true}          # optional: the request's context
+        expect: allow_with_confirmation
+        reason: confirmation_required_untrusted
+
+Cases check the policy, not a call's argument schema: required arguments other than the
+environments may be left out (the environment checks still apply). Roles are read as from a
+token: an entry a token could not carry (`admin@`, `admin@qa`, `adm*n`) is ignored.
 
 The sidecar runs them on every reload before a new snapshot may serve; `agentchat policy test`
 runs them from the command line and prints a diff of what differs.
@@ -41,6 +51,11 @@ from .snapshot import Snapshot
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class CaseContext(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    untrusted: bool = False
+
+
 class Case(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -50,6 +65,7 @@ class Case(BaseModel):
     env: str | list[str | None] | None = None
     tool: str | list[str]
     arguments: dict[str, Any] = Field(default_factory=dict)
+    context: CaseContext = Field(default_factory=CaseContext)
     expect: Literal["allow", "allow_with_confirmation", "deny"]
     reason: str | None = None
     required_role: str | None = None
@@ -80,7 +96,8 @@ def _request(snapshot: Snapshot, case: Case, env: str | None, tool: str) -> Chec
     spec = snapshot.tools.get(tool)
     if env is not None and spec is not None and spec.environment is not None:
         args.setdefault(spec.environment.argument, env)
-    return CheckRequest(request_id="policy-test", environment=env, tool=tool, arguments=args)
+    return CheckRequest(request_id="policy-test", environment=env, tool=tool, arguments=args,
+                        untrusted=case.context.untrusted)
 
 
 def _diff(case: Case, got: Decision) -> list[str]:
@@ -115,18 +132,20 @@ def run_case_file(snapshot: Snapshot, name: str, text: str, report: TestReport) 
         tools = case.tool if isinstance(case.tool, list) else [case.tool]
         for role_set in role_sets:
             try:
-                roles = parse_roles(role_set)
+                roles = parse_roles(role_set, snapshot.environment_set, quiet=True)
             except TokenError as e:
                 report.failures.append(f"{name}: {label}: {e.detail}")
                 continue
             for env in envs:
                 for tool in tools:
-                    got = decide(snapshot, roles, _request(snapshot, case, env, tool))
+                    got = decide(snapshot, roles, _request(snapshot, case, env, tool),
+                                 check_schema=False)
                     rows = _diff(case, got)
                     if rows:
+                        ctx = ", untrusted" if case.context.untrusted else ""
                         report.failures.append(
                             f"{name}: {label} (roles {','.join(role_set) or '-'}, "
-                            f"env {env or '-'}, tool {tool})\n" + "\n".join(rows))
+                            f"env {env or '-'}, tool {tool}{ctx})\n" + "\n".join(rows))
                     else:
                         report.passed += 1
 

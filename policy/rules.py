@@ -31,7 +31,44 @@ SOURCE_OBJECT = "read"
 # spends one on user -> role, so deeper hierarchies would make the two disagree.
 MAX_HIERARCHY_DEPTH = 8
 
+# Request contexts (`r2.ctx`): "untrusted" once ss-tools output has entered the turn's context
+# (the agent sends `context: {untrusted: true}`), else "trusted". `p2` lines name "untrusted".
+TRUSTED, UNTRUSTED = "trusted", "untrusted"
+CONTEXTS = (TRUSTED, UNTRUSTED)
+CONTEXT_RULE_CONTEXTS = (UNTRUSTED,)
+
+# The request (sub, dom, obj) against `p` lines decides allow/deny. The second set (r2, p2, e2,
+# m2, evaluated with pycasbin's EnforceContext("2")) asks whether a permitted call needs a card
+# in the request's context: any matching `p2` line says it does. p2 lines have no effect field,
+# so a match counts as an allow under e2 (and under e, which pycasbin 2.x applies to every
+# context: `CoreEnforcer.eft` is built from `e` alone); both read "some p2 line matches".
 SUPPORTED_MODEL = """
+[request_definition]
+r = sub, dom, obj
+r2 = sub, dom, obj, ctx
+
+[policy_definition]
+p = sub, dom, obj, eft
+p2 = sub, dom, obj, ctx
+
+[role_definition]
+g = _, _
+g2 = _, _
+
+[policy_effect]
+e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
+e2 = some(where (p.eft == allow))
+
+[matchers]
+m = g(r.sub, p.sub) && (p.dom == "*" || r.dom == p.dom) && \
+(p.obj == "*" || r.obj == p.obj || g2(r.obj, p.obj))
+m2 = g(r2.sub, p2.sub) && (p2.dom == "*" || r2.dom == p2.dom) && \
+(p2.obj == "*" || r2.obj == p2.obj || g2(r2.obj, p2.obj)) && r2.ctx == p2.ctx
+"""
+
+# The model before request contexts: still loaded (a policy folder from before keeps serving),
+# with no context rules; p2 lines need SUPPORTED_MODEL.
+LEGACY_MODEL = """
 [request_definition]
 r = sub, dom, obj
 
@@ -70,6 +107,21 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class ContextRule:
+    """One `p2` line: a permitted call by this role, in this environment (or *), of this tool
+    or group (or *) needs a card when the request's context is `ctx` (`untrusted`)."""
+
+    line_no: int
+    sub: str
+    dom: str
+    obj: str
+    ctx: str
+
+    def text(self) -> str:
+        return f"p2, {self.sub}, {self.dom}, {self.obj}, {self.ctx}"
+
+
+@dataclass(frozen=True)
 class PolicySource:
     """A policy folder as read from disk, before compiling."""
 
@@ -81,6 +133,8 @@ class PolicySource:
     tests: tuple[tuple[str, str], ...]  # (file name, YAML text)
     revision: str
     role_order: tuple[str, ...] = ()  # roles in order of first appearance in the file
+    context_rules: tuple[ContextRule, ...] = ()  # p2 lines
+    has_contexts: bool = True  # the model has the r2/p2/e2/m2 set (False: LEGACY_MODEL)
 
 
 def _model_sections(text: str) -> dict[str, str]:
@@ -92,26 +146,40 @@ def _model_sections(text: str) -> dict[str, str]:
 
 
 _SUPPORTED = _model_sections(SUPPORTED_MODEL)
+_LEGACY = _model_sections(LEGACY_MODEL)
 
 
-def check_model(text: str, where: str = MODEL_FILE) -> None:
+def check_model(text: str, where: str = MODEL_FILE) -> bool:
+    """Refuse any model but the compiled one; True when it has the context set (r2...m2)."""
     try:
         sections = _model_sections(text)
     except Exception as e:  # pycasbin raises bare errors on broken configs
         raise PolicyError(f"{where}: not a Casbin model: {e}") from None
+    if sections == _LEGACY:
+        return False
     if sections != _SUPPORTED:
         diff = sorted(k for k in set(sections) | set(_SUPPORTED)
                       if sections.get(k) != _SUPPORTED.get(k))
         raise PolicyError(f"{where}: unsupported model (differs in {', '.join(diff)}); "
                           "the sidecar compiles only the shipped model")
+    return True
 
 
-def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
-        tuple[Rule, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...],
-        tuple[str, ...]]:
+@dataclass(frozen=True)
+class ParsedLines:
+    rules: tuple[Rule, ...]
+    roles: tuple[tuple[str, str], ...]
+    groups: tuple[tuple[str, str], ...]
+    order: tuple[str, ...]
+    context_rules: tuple[ContextRule, ...]
+
+
+def parse_lines(text: str, where: str = POLICY_FILE, *, contexts: bool = True) -> ParsedLines:
+    """p, p2, g and g2 lines, parsed by pycasbin; `contexts=False` (the legacy model) refuses p2."""
     model = Model()
     model.load_model_from_text(SUPPORTED_MODEL)
     rules: list[Rule] = []
+    context_rules: list[ContextRule] = []
     roles: list[tuple[str, str]] = []
     groups: list[tuple[str, str]] = []
     order: dict[str, None] = {}
@@ -124,7 +192,7 @@ def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
         added = [(s, k) for s in ("p", "g") for k in model.model[s]
                  if len(model.model[s][k].policy) != before[k]]
         if not added:
-            raise PolicyError(f"{where}:{no}: not a policy line (p, g or g2): {line!r}")
+            raise PolicyError(f"{where}:{no}: not a policy line (p, p2, g or g2): {line!r}")
         sec, key = added[0]
         fields = model.model[sec][key].policy[-1]
         if any(not f for f in fields):
@@ -136,6 +204,17 @@ def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
                 raise PolicyError(f"{where}:{no}: effect must be allow or deny, not {fields[3]!r}")
             rules.append(Rule(no, *fields))
             order.setdefault(fields[0])
+        elif key == "p2":
+            if not contexts:
+                raise PolicyError(f"{where}:{no}: p2 lines need the model's r2/p2/e2/m2 "
+                                  "sections (the shipped model.conf)")
+            if len(fields) != 4:
+                raise PolicyError(f"{where}:{no}: p2 needs 4 fields (role, env, tool, context)")
+            if fields[3] not in CONTEXT_RULE_CONTEXTS:
+                raise PolicyError(f"{where}:{no}: p2 context must be "
+                                  f"{' or '.join(CONTEXT_RULE_CONTEXTS)}, not {fields[3]!r}")
+            context_rules.append(ContextRule(no, *fields))
+            order.setdefault(fields[0])
         else:
             if len(fields) != 2:
                 raise PolicyError(f"{where}:{no}: {key} needs 2 fields")
@@ -143,7 +222,8 @@ def parse_lines(text: str, where: str = POLICY_FILE) -> tuple[
             if key == "g":
                 order.setdefault(fields[0])
                 order.setdefault(fields[1])
-    return tuple(rules), tuple(roles), tuple(groups), tuple(order)
+    return ParsedLines(tuple(rules), tuple(roles), tuple(groups), tuple(order),
+                       tuple(context_rules))
 
 
 def _version_root(folder: Path) -> Path:
@@ -180,13 +260,13 @@ def read_folder(folder: Path | str, attempts: int = 5) -> PolicySource:
             break  # nothing swapped while reading: one consistent version
     else:
         raise PolicyError(f"{folder}: kept changing while being read")
-    check_model(model_text, str(folder / MODEL_FILE))
-    rules, roles, groups, order = parse_lines(policy_text, str(folder / POLICY_FILE))
+    contexts = check_model(model_text, str(folder / MODEL_FILE))
+    lines = parse_lines(policy_text, str(folder / POLICY_FILE), contexts=contexts)
     digest = hashlib.sha256()
     for name, text in (("model", model_text), ("policy", policy_text), *tests):
         digest.update(f"{name}\0{len(text)}\0{text}".encode())
-    return PolicySource(folder, model_text, rules, roles, groups, tests, digest.hexdigest()[:16],
-                        order)
+    return PolicySource(folder, model_text, lines.rules, lines.roles, lines.groups, tests,
+                        digest.hexdigest()[:16], lines.order, lines.context_rules, contexts)
 
 
 def catalog_groups(catalog: Catalog) -> tuple[tuple[str, str], ...]:
@@ -203,15 +283,20 @@ def validate(source: PolicySource, catalog: Catalog) -> None:
         raise PolicyError(f"catalog: tool names clash with risk groups: {sorted(clash)}")
     groups = set(RISK_GROUPS) | {g for _, g in source.groups}
     envs = set(catalog.environments)
-    for r in source.rules:
+    for r in (*source.rules, *source.context_rules):
         if r.dom != "*" and r.dom not in envs:
             raise PolicyError(f"{where}:{r.line_no}: unknown environment {r.dom!r} "
                               f"(catalog: {', '.join(sorted(envs))})")
         if r.obj != "*" and r.obj not in tools and r.obj not in groups:
             raise PolicyError(f"{where}:{r.line_no}: unknown tool or group {r.obj!r}")
-    for member, _ in source.groups:
+    for member, group in source.groups:
         if member not in tools and member not in groups:
             raise PolicyError(f"{where}: g2 names unknown tool or group {member!r}")
+        # A line naming a tool must mean that tool alone: an explicit env-less line
+        # (`p, role, *, get_dashboard, allow`) admits scoped roles for exactly that tool.
+        if group in tools:
+            raise PolicyError(f"{where}: g2 makes tool {group!r} a group; groups need names "
+                              "of their own")
     _check_depth(source.roles, "g", where)
     _check_depth((*catalog_groups(catalog), *source.groups), "g2", where)
 

@@ -1,7 +1,10 @@
 """A realistic synthetic policy and random requests, for the agreement tests and benchmarks.
 
 50 roles per environment, role hierarchies 3 levels deep, about 2,000 lines, some denies, on
-top of the shipped viewer/editor/admin lines; seeded, so a failure can be replayed.
+top of the shipped viewer/editor/admin lines; seeded, so a failure can be replayed. About 5% of
+the lines are explicit env-less lines (`p, role, *, <tool>, allow|deny`: what admits a role
+held in one environment in domain `*`) and about 5% context rules (`p2, role, env|*, obj,
+untrusted`); random requests mix roles held everywhere and `role@env`, in every domain.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ def synthetic_lines(catalog: Catalog, *, roles_per_env: int = 50, lines_per_role
                     seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     objects = [*catalog.names, *RISK_GROUPS, "*"]
+    env_less = [t.name for t in catalog.tools if t.environment is None]
     lines = [
         "g, editor, viewer", "g, admin, editor",
         "p, viewer, *, read, allow", "p, admin, *, destructive, allow",
         *(f"p, editor, {env}, write, allow" for env in catalog.environments),
+        *(f"p, viewer, *, {tool}, allow" for tool in env_less),
+        "p2, viewer, *, write, untrusted",
     ]
     for env in catalog.environments:
         names = [f"{env}.team{i}" for i in range(roles_per_env)]
@@ -37,9 +43,16 @@ def synthetic_lines(catalog: Catalog, *, roles_per_env: int = 50, lines_per_role
             if i % 10 == 0:
                 lines.append(f"g, {name}, viewer")
             for _ in range(lines_per_role):
+                kind = rng.random()
                 dom = env if rng.random() < 0.85 else rng.choice([*catalog.environments, "*"])
                 obj = rng.choice(objects[:-1]) if rng.random() < 0.97 else "*"
+                if kind < 0.05:  # a context rule: this call needs a card when untrusted
+                    lines.append(f"p2, {name}, {dom}, {obj}, untrusted")
+                    continue
                 eft = "deny" if rng.random() < 0.08 else "allow"
+                if kind < 0.10:  # an explicit env-less line, naming the tool itself
+                    lines.append(f"p, {name}, *, {rng.choice(catalog.names)}, {eft}")
+                    continue
                 lines.append(f"p, {name}, {dom}, {obj}, {eft}")
     return lines
 
