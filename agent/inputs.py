@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentchat.agent.settings import AgentSettings
+from agentchat.agent.uploads import OWNERS, RefusedFile, read_upload, upload_key
 from agentchat.errors import AgentChatError, ErrorCode
 
 ACTIONS = {None, "confirm", "deny", "retry"}
@@ -117,35 +119,54 @@ def _parse_uicontext(settings: AgentSettings, raw: Any) -> dict[str, Any] | None
 
 
 def _parse_files(settings: AgentSettings, files: Any) -> list[dict[str, Any]]:
+    """Only Gradio file objects of this process's uploads; no file system access here (the
+    reading is `file_text`'s, in a thread). A client's `size` is never believed."""
     if not isinstance(files, list):
         raise _invalid("files must be a list")
     if len(files) > settings.max_files:
         raise _invalid(f"at most {settings.max_files} files")
     out = []
     for f in files:
-        path = f.get("path") if isinstance(f, dict) else f
-        if not isinstance(path, str):
-            raise _invalid("a file must be a path or a Gradio file object")
-        p = Path(path)
-        size = f.get("size") if isinstance(f, dict) else None
-        try:
-            size = p.stat().st_size if size is None else int(size)
-        except OSError:
-            raise _invalid("a file was not uploaded") from None
-        if size > settings.max_file_bytes:
-            raise _invalid(f"a file is over {settings.max_file_bytes // 1024} KB")
-        name = (f.get("orig_name") if isinstance(f, dict) else None) or p.name
-        out.append({"name": str(name), "path": str(p), "size": size})
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
+            raise _invalid("a file must be a Gradio file object from …/gradio_api/upload")
+        path = f["path"]
+        key = upload_key(path)
+        if key is None or not OWNERS.known(key):
+            raise _invalid("a file was not uploaded through …/gradio_api/upload")
+        name = f.get("orig_name")
+        name = name if isinstance(name, str) and name else os.path.basename(path)
+        # The name goes into the message: no NUL (PostgreSQL text refuses it), one line.
+        name = "".join(c for c in name if c.isprintable())[:255] or "file"
+        out.append({"name": name, "path": path, "key": key})
     return out
 
 
-def file_text(files: list[dict[str, Any]]) -> str:
-    """Text files reach the model as text, others by name."""
-    parts = []
+async def file_text(settings: AgentSettings, files: list[dict[str, Any]], owner: str) -> str:
+    """Text files reach the model as text, others by name and size. Every file must have been
+    uploaded by `owner`; anything refused is INVALID_REQUEST before anything is stored."""
     for f in files:
+        if not OWNERS.owns(f["key"], owner):
+            raise _invalid("a file was not uploaded by you")
+    try:
+        return await asyncio.to_thread(_read_files, settings, files)
+    except RefusedFile as e:
+        raise _invalid(str(e)) from None
+
+
+def _read_files(settings: AgentSettings, files: list[dict[str, Any]]) -> str:
+    parts, total = [], 0
+    for f in files:
+        data = read_upload(f["path"], f["key"], settings.max_file_bytes)
+        total += len(data)
+        if total > settings.max_files_total_bytes:
+            raise RefusedFile(f"the files are over {settings.max_files_total_bytes // 1024} KB"
+                              " together")
         try:
-            data = Path(f["path"]).read_bytes()
-            parts.append(f"[file {f['name']}]\n{data.decode('utf-8')}")
-        except (OSError, UnicodeDecodeError):
-            parts.append(f"[file {f['name']}: {f['size']} bytes, not text]")
+            text = data.decode("utf-8")  # strict: invalid UTF-8 is not text
+        except UnicodeDecodeError:
+            text = None
+        if text is None or "\x00" in text:
+            parts.append(f"[file {f['name']}: {len(data)} bytes, not text]")
+        else:
+            parts.append(f"[file {f['name']}]\n{text}")
     return "\n\n".join(parts)

@@ -10,13 +10,16 @@ import gradio as gr
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.main import api_router
+from agentchat.agent.chat import bearer
 from agentchat.agent.gradio_app import build_blocks
 from agentchat.agent.services import ServiceHolder, build_services
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.store import STORAGE_ERRORS
+from agentchat.agent.uploads import GradioFileGuard
 from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent")
@@ -73,4 +76,24 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     # five waves of 40, the last starting 30 s late (bench/agent_scale.py).
     blocks.max_threads = max(settings.chat_concurrency, 40)
     blocks.queue(default_concurrency_limit=settings.chat_concurrency)
-    return gr.mount_gradio_app(app, blocks, path=settings.mount_path)
+
+    # --- files only from Gradio's uploads (agent/uploads.py) --------------------------------
+    # A mounted app gets its path rules and upload limit only from these arguments. Gradio checks
+    # FileData inputs against its upload folder only once `has_launched` is set
+    # (processing_utils._check_allowed), which launch() sets and mount_gradio_app does not:
+    # without it a FileData-tagged /etc/passwd was copied into the cache, unauthenticated, and
+    # /dev/zero was hashed forever on the event loop. The guard answers such input with
+    # INVALID_REQUEST before Gradio's queue, and asks a user token on upload and file routes.
+    mounted = gr.mount_gradio_app(app, blocks, path=settings.mount_path, allowed_paths=[],
+                                  blocked_paths=[str(settings.data_dir.resolve())],
+                                  max_file_size=settings.max_file_bytes)
+    blocks.has_launched = True
+
+    def user_of(headers: Headers) -> str | None:
+        try:
+            return holder.get().verifier.verify(bearer(headers)).sub
+        except AgentChatError:
+            return None
+
+    app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of)
+    return mounted

@@ -1,0 +1,258 @@
+"""Files on `/chat` come only from Gradio's upload folder, and only from their uploader.
+
+    POST …/gradio_api/upload ─ GradioFileGuard: a valid user token, else 401; the paths Gradio
+                               answers are recorded in OWNERS under the token's `sub`
+    POST …/queue/join, call… ─ GradioFileGuard: a FileData path outside the upload folder is
+                               422 INVALID_REQUEST before Gradio copies or hashes anything
+    /chat message.files      ─ inputs.parse_files (no I/O), then inputs.file_text: the owner,
+                               then read_upload in a thread (O_NOFOLLOW, fstat, S_ISREG, a cap)
+
+The owner map lives in the agent process. An upload and the submit naming it reach the same
+replica (the Gradio session is sticky, and the file itself exists only in that pod's upload
+folder), so a shared store would buy nothing; after a restart the map is empty and older
+uploads are refused: the user attaches the file again. That is fail closed, and simpler than
+sidecar files Gradio would also serve, or a table written on every upload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from gradio.utils import get_upload_folder
+from starlette.datastructures import Headers
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class RefusedFile(Exception):
+    """A file named on `/chat` that is not a readable upload of this user; safe to show."""
+
+
+def upload_folder() -> str:
+    """Gradio's upload folder as Gradio names it (GRADIO_TEMP_DIR, else <tmp>/gradio)."""
+    return os.path.abspath(get_upload_folder())
+
+
+def upload_key(path: Any) -> str | None:
+    """The path relative to the upload folder, or None if it is not lexically inside it.
+
+    No file system access: `..` anywhere, NUL bytes, URLs and relative paths are refused as
+    written, before anyone opens, stats or hashes them."""
+    if not isinstance(path, str) or not path or "\x00" in path or "://" in path:
+        return None
+    if ".." in path.replace("\\", "/").split("/") or not os.path.isabs(path):
+        return None
+    rel = os.path.relpath(os.path.normpath(path), upload_folder())
+    if rel == "." or rel == ".." or rel.startswith(".." + os.sep):
+        return None
+    return rel
+
+
+def no_links(path: str, key: str) -> bool:
+    """No symlink anywhere below the upload folder (lstat/readlink only, nothing is read)."""
+    return os.path.realpath(path) == os.path.join(os.path.realpath(upload_folder()), key)
+
+
+class UploadOwners:
+    """Who uploaded each file: upload key -> the `sub`s that uploaded it (Gradio names an
+    upload by its content's hash, so two users sending the same file share one path, and both
+    may use it). The oldest entries go past `cap`; a forgotten upload is refused."""
+
+    def __init__(self, cap: int = 20_000) -> None:
+        self.cap = cap
+        self._owners: OrderedDict[str, set[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def record(self, path: Any, sub: str) -> None:
+        key = upload_key(path)
+        if key is None:
+            return
+        with self._lock:
+            self._owners.setdefault(key, set()).add(sub)
+            self._owners.move_to_end(key)
+            while len(self._owners) > self.cap:
+                self._owners.popitem(last=False)
+
+    def owns(self, key: str, sub: str) -> bool:
+        with self._lock:
+            return sub in self._owners.get(key, ())
+
+    def known(self, key: str) -> bool:
+        with self._lock:
+            return key in self._owners
+
+
+OWNERS = UploadOwners()
+
+
+def read_upload(path: str, key: str, limit: int) -> bytes:
+    """An uploaded regular file's bytes, at most `limit` (blocking: call it in a thread).
+
+    O_NOFOLLOW refuses a link as the last part and `no_links` one above it; O_NONBLOCK keeps a
+    FIFO from blocking the open; the size is fstat's of the open file, never the client's, and
+    at most limit + 1 bytes are read, so a file that grows is caught too."""
+    if not no_links(path, key):
+        raise RefusedFile("a file is a link")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        raise RefusedFile("a file was not uploaded or is gone") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RefusedFile("a file is not a regular file")
+        if st.st_size > limit:
+            raise RefusedFile(f"a file is over {limit // 1024} KB")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RefusedFile(f"a file is over {limit // 1024} KB")
+    return data
+
+
+# --- the guard in front of Gradio's routes ----------------------------------------------------
+
+
+def _foreign_file(value: Any) -> bool:
+    """Any FileData (Gradio's `meta._type` tag, which makes Gradio copy the path into its cache)
+    whose path is not inside the upload folder, or a link out of it."""
+    if isinstance(value, list):
+        return any(_foreign_file(v) for v in value)
+    if not isinstance(value, dict):
+        return False
+    meta = value.get("meta")
+    if isinstance(meta, dict) and meta.get("_type") == "gradio.FileData":
+        path = value.get("path")
+        key = upload_key(path)
+        if key is None or not no_links(str(path), key):
+            return True
+    return any(_foreign_file(v) for v in value.values())
+
+
+def _file_route_key(route: str) -> str | None:
+    """The upload a `/file=…` (or `/file/…`) route names; Gradio resolves it the same way,
+    relative to the working directory."""
+    return upload_key(os.path.abspath(route[len("/file="):]))
+
+
+async def _json(send: Send, status: int, body: dict[str, str]) -> None:
+    raw = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(raw)).encode())]})
+    await send({"type": "http.response.body", "body": raw})
+
+
+class GradioFileGuard:
+    """ASGI middleware for the Gradio mount (see the module docstring).
+
+    Gradio checks FileData paths only for launched apps, and a mounted app is never launched;
+    main.py turns that check on, and this guard answers the request itself, before the queue,
+    with the PROTOCOL §5 shape, so no path outside the upload folder is ever opened."""
+
+    def __init__(self, app: ASGIApp, *, mount_path: str,
+                 user_of: Callable[[Headers], str | None]) -> None:
+        self.app = app
+        self.prefix = mount_path.rstrip("/")
+        self.user_of = user_of  # the verified token's sub, or None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if not path.startswith(self.prefix + "/"):
+            return await self.app(scope, receive, send)
+        route = path[len(self.prefix):].removeprefix("/gradio_api")
+        method = scope["method"]
+        if route.rstrip("/") == "/upload" or route.startswith(("/file=", "/file/")):
+            if method == "OPTIONS":  # a CORS preflight carries no token
+                return await self.app(scope, receive, send)
+            sub = self.user_of(Headers(scope=scope))
+            if sub is None:
+                return await _json(send, 401, {"code": "UNAUTHORIZED",
+                                               "detail": "a valid user token is required"})
+            if route.startswith("/file"):
+                key = _file_route_key(route)
+                # Another user's upload is not served either.
+                if key is not None and OWNERS.known(key) and not OWNERS.owns(key, sub):
+                    return await _json(send, 404, {"code": "NOT_FOUND", "detail": "no such file"})
+                return await self.app(scope, receive, send)
+            return await self.app(scope, receive, self._recording(send, sub))
+        if method != "POST":
+            return await self.app(scope, receive, send)
+        body = await _body(receive)
+        # Most bodies name no file: skip parsing them twice (JSON could spell the tag with
+        # \u escapes, so a body with any escape is parsed).
+        if b"FileData" in body or b"\\u" in body:
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None  # Gradio refuses it on its own
+            if _foreign_file(doc):
+                return await _json(send, 422, {
+                    "code": "INVALID_REQUEST",
+                    "detail": "a file must be uploaded first (…/gradio_api/upload)"})
+        await self.app(scope, _replay(body, receive), send)
+
+    def _recording(self, send: Send, sub: str) -> Send:
+        """Record the uploaded paths before the last byte of Gradio's answer leaves, so the
+        client cannot name them before they are recorded."""
+        status, chunks = 0, []
+
+        async def wrapped(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and status == 200:
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    try:
+                        paths = json.loads(b"".join(chunks))
+                    except ValueError:
+                        paths = []
+                    for p in paths if isinstance(paths, list) else []:
+                        OWNERS.record(p, sub)
+            await send(message)
+
+        return wrapped
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def wrapped() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return wrapped
