@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,3 +53,46 @@ async def llm_status(settings: AgentSettings, http: httpx.AsyncClient) -> dict[s
         reachable = False
     return {"model": settings.llm, "reachable": reachable,
             "latency_ms": round((time.monotonic() - started) * 1000, 1), "checked_at": checked}
+
+
+class LlmStatusProbe:
+    """`llm_status` cached for `ttl_s`; callers that arrive while a probe runs await that
+    same probe, so any number of requests make at most one outbound call per interval."""
+
+    def __init__(self, settings: AgentSettings, http: httpx.AsyncClient) -> None:
+        self.settings = settings
+        self.http = http
+        self.ttl_s = settings.llm_status_cache_s
+        self._value: dict[str, Any] | None = None
+        self._at = 0.0
+        self._inflight: asyncio.Future[dict[str, Any]] | None = None
+
+    async def get(self) -> dict[str, Any]:
+        if self._value is not None and time.monotonic() - self._at < self.ttl_s:
+            return self._value
+        if self._inflight is None:
+            self._inflight = asyncio.ensure_future(self._probe())
+        # shield: a caller that disconnects must not cancel the probe the others wait for.
+        return await asyncio.shield(self._inflight)
+
+    async def _probe(self) -> dict[str, Any]:
+        try:
+            value = await llm_status(self.settings, self.http)
+            self._value, self._at = value, time.monotonic()
+            return value
+        finally:
+            self._inflight = None
+
+
+# One probe per running service, keyed by its HTTP client (Services holds one), so neither
+# the Services dataclass nor the app needs a new field; gone with the client.
+_PROBES: weakref.WeakKeyDictionary[httpx.AsyncClient, LlmStatusProbe] = \
+    weakref.WeakKeyDictionary()
+
+
+async def cached_llm_status(settings: AgentSettings, http: httpx.AsyncClient) -> dict[str, Any]:
+    """What `GET /api/agent/llm-status` and `/readyz` report (see LlmStatusProbe)."""
+    probe = _PROBES.get(http)
+    if probe is None:
+        probe = _PROBES[http] = LlmStatusProbe(settings, http)
+    return await probe.get()

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 
+from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
 from agentchat.agent.chat import bearer
 from agentchat.agent.gradio_app import build_blocks
@@ -96,4 +97,10 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
             return None
 
     app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of)
+
+    # --- request-body limit (agent/api/limits.py) --------------------------------------------
+    # Added last so it is the outermost middleware: an oversized body is refused (413) before
+    # anything buffers it. Gradio's upload route is exempt (its own per-file max_file_size).
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       exempt=gradio_upload_paths(settings.mount_path))
     return mounted

@@ -24,6 +24,8 @@ class ErrorCode(StrEnum):
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
     TOOL_FAILURE = "TOOL_FAILURE"
     INTERNAL = "INTERNAL"
+    # PROTOCOL §10: a per-user limit (runs at once, submits a minute); try again shortly.
+    RATE_LIMITED = "RATE_LIMITED"
 
 
 # (HTTP status, retryable) per code; None where the code never travels over REST.
@@ -41,6 +43,7 @@ ERROR_TABLE: dict[ErrorCode, tuple[int | None, bool]] = {
     ErrorCode.STORAGE_UNAVAILABLE: (503, True),
     ErrorCode.TOOL_FAILURE: (None, False),
     ErrorCode.INTERNAL: (500, True),
+    ErrorCode.RATE_LIMITED: (429, True),
 }
 
 

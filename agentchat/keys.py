@@ -26,6 +26,15 @@ RING_FILE = "signing-keys.json"
 JWKS_FILE = "jwks.json"
 STAGES = ("next", "current", "previous")
 SERVICE_TOKEN_TYPE = "agentchat-service+jwt"
+# The only JWK members a published key set carries (RFC 7517/7518 public parameters of OKP,
+# RSA and EC keys, plus kid/alg/use): never `d`, `p`, `q`, `dp`, `dq`, `qi`, `oth`, nor our
+# own bookkeeping such as the ring's `stage` (rotation timing is ours, in the CR status).
+PUBLIC_JWK_MEMBERS = ("kty", "crv", "x", "y", "n", "e", "kid", "alg", "use")
+
+
+def public_members(jwk: dict[str, Any]) -> dict[str, Any]:
+    """The JWK with only its public members (PUBLIC_JWK_MEMBERS), in that order."""
+    return {k: jwk[k] for k in PUBLIC_JWK_MEMBERS if k in jwk}
 
 
 @dataclass(frozen=True)
@@ -47,10 +56,8 @@ class SigningKey:
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
         x = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-        return {
-            "kty": "OKP", "crv": "Ed25519", "x": x, "kid": self.kid,
-            "use": "sig", "alg": "EdDSA", "stage": self.stage,
-        }
+        return {"kty": "OKP", "crv": "Ed25519", "x": x, "kid": self.kid, "use": "sig",
+                "alg": "EdDSA"}
 
 
 def new_key(stage: str, *, now: float | None = None) -> SigningKey:

@@ -49,8 +49,10 @@ def test_health_keys_and_model_status(stack: Stack) -> None:
     assert ready.status_code == 200, ready.text
     jwks = httpx.get(base + "/api/agent/.well-known/jwks.json").json()
     assert jwks["keys"] and all(k["kty"] == "OKP" and "d" not in k for k in jwks["keys"])
-    assert {k["stage"] for k in jwks["keys"]} == {"current"}
-    status = httpx.get(base + "/api/agent/llm-status").json()
+    assert len(jwks["keys"]) == 1 and set(jwks["keys"][0]) == {"kty", "crv", "x", "kid", "alg",
+                                                               "use"}
+    auth = {"Authorization": f"Bearer {stack.token('alice')}"}
+    status = httpx.get(base + "/api/agent/llm-status", headers=auth).json()
     assert status["model"] == "offline" and status["reachable"] is True
     assert "checked_at" in status
     assert submit(stack, "alice", "привет")[-1]["metadata"]["message_id"]
@@ -179,7 +181,8 @@ def test_production_model_path_through_chat_openai(stack: Stack, openai_stub: Se
                               AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_TIMEOUT_S="5")
     gradio = agent.url + "/api/agent/gradio/"
     try:
-        status = httpx.get(agent.url + "/api/agent/llm-status").json()
+        status = httpx.get(agent.url + "/api/agent/llm-status", headers={
+            "Authorization": f"Bearer {stack.token('alice')}"}).json()
         assert status["reachable"] is True and status["model"] == "openai:stub-model"
         events = submit(stack, "alice", "найди дашборды про энергопотребление", url=gradio)
         kinds = [e["metadata"].get("type") for e in events]

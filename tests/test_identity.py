@@ -56,8 +56,9 @@ def test_jwks_rotation_three_stages(settings: SharedSettings, ring: KeyRing) -> 
     old = ring.current()
     nxt = new_key("next")
     save_ring(settings.keys_dir, KeyRing((old, nxt)), settings.jwks_path)
-    assert {k["stage"] for k in json.loads(settings.jwks_path.read_text())["keys"]} == {
-        "current", "next"}
+    # next first, then current; stages are not published (only public JWK members are)
+    assert [k["kid"] for k in json.loads(settings.jwks_path.read_text())["keys"]] == [
+        nxt.kid, old.kid]
     # Promote: next -> current, current -> previous.
     from dataclasses import replace
     now = time.time()

@@ -11,8 +11,9 @@ from pydantic import BaseModel
 
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.inputs import UIContext
-from agentchat.agent.llm import llm_status
+from agentchat.agent.llm import cached_llm_status
 from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.keys import public_members
 
 router = APIRouter(prefix="/api/agent", tags=["agent"])
 
@@ -30,15 +31,19 @@ class ActiveState(BaseModel):
 
 
 @router.get("/llm-status", response_model=LlmStatus)
-async def get_llm_status(services: ServicesDep) -> dict[str, Any]:
-    return await llm_status(services.settings, services.http)
+async def get_llm_status(_: CurrentUser, services: ServicesDep) -> dict[str, Any]:
+    """Users only, and cached (AGENTCHAT_LLM_STATUS_CACHE_S): anonymous callers must not be
+    able to make the agent call the model endpoint once per request."""
+    return await cached_llm_status(services.settings, services.http)
 
 
 @router.get("/.well-known/jwks.json")
 async def jwks(services: ServicesDep) -> dict[str, Any]:
-    """The public keys of our service-token issuer (next, current and previous)."""
+    """The public keys of our service-token issuer (next, current and previous). Public (the
+    ss-tools API fetches it); only public JWK members leave, whatever the file holds."""
     data: dict[str, Any] = json.loads(services.settings.jwks_path.read_text())
-    return {"keys": [{k: v for k, v in key.items()} for key in data.get("keys", [])]}
+    keys = data.get("keys") if isinstance(data, dict) else None
+    return {"keys": [public_members(key) for key in keys or [] if isinstance(key, dict)]}
 
 
 @router.get("/conversations/{conversation_id}/active", response_model=ActiveState)

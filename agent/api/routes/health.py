@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agentchat.agent.api.deps import ServicesDep
-from agentchat.agent.llm import llm_status
+from agentchat.agent.llm import cached_llm_status
 from agentchat.agent.metrics import REGISTRY
 
 router = APIRouter(tags=["health"])
@@ -41,7 +41,8 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         return None if resp.status_code == 200 else f"policy sidecar: {resp.status_code}"
 
     async def model() -> str | None:
-        status = await llm_status(services.settings, services.http)
+        # Cached like llm-status: an anonymous probe must not make an outbound call each.
+        status = await cached_llm_status(services.settings, services.http)
         return None if status["reachable"] else "model endpoint unreachable"
 
     problems = [p for p in await asyncio.gather(database(), sidecar(), model()) if p]

@@ -1,0 +1,89 @@
+"""The agent's request-body limit: a pure ASGI middleware in front of every route.
+
+REST bodies and Gradio's `/chat` queue/call bodies are small JSON (16 KB text, 4 KB UIContext),
+so anything over `max_body_bytes` (1 MB) is refused with 413 `{code: INVALID_REQUEST, detail}`
+before a route (or Gradio) reads it: a declared Content-Length over the limit at once, a body
+that streams past it (chunked, or lying about its length) as soon as it does. Gradio's upload
+route is exempt: files keep Gradio's own per-file limit (`max_file_size`).
+
+Pure ASGI rather than BaseHTTPMiddleware: no extra task per request, and SSE streams
+(`/queue/data`) pass through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def gradio_upload_paths(mount_path: str) -> frozenset[str]:
+    """Gradio's upload route under the mount (gradio/routes.py: `POST /gradio_api/upload`)."""
+    base = mount_path.rstrip("/") + "/gradio_api/upload"
+    return frozenset({base, base + "/"})
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, exempt: frozenset[str]) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.exempt = exempt
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path", "") in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        declared = headers.get(b"content-length")
+        if declared is None and b"transfer-encoding" not in headers:
+            await self.app(scope, receive, send)  # no body (GET, HEAD, an SSE stream)
+            return
+        if declared is not None:
+            try:
+                if int(declared) > self.max_bytes:
+                    await self._refuse(send)
+                    return
+            except ValueError:
+                pass  # the server rejects a malformed length; count what arrives instead
+        # Read the whole body first (at most max_bytes + one chunk): the route then sees either
+        # all of it or nothing, and a refusal never races a response already started.
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before sending it all
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # afterwards: http.disconnect, as the server sends it
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        payload = json.dumps({"code": "INVALID_REQUEST",
+                              "detail": f"the request body is over {self.max_bytes} bytes"})
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": payload.encode()})
