@@ -5,7 +5,7 @@ to say, so `ChatOpenAI` gets real streamed text and tool-call deltas over HTTP. 
 for the LLM fault tests: `mode` = ok | refuse (HTTP 500) | hang | cut (stream cut halfway).
 
 A hostile model for the gate tests: `POST /script {"turns": [[call, ...], ...]}` queues what
-the model says to the next user messages, one list of tool calls per message, each call
+the model says next, one list of tool calls per model request, each call
 `{name, args, id}` (`id` may be missing, null or repeated; `raw_args` sends a string as is).
 After the tool results it answers `ANSWER: ` and every tool result it got, so a test can see
 what reached the model. `GET /seen` lists the tool results and tools offered per request.
@@ -42,7 +42,7 @@ def scripted(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any
     """The scripted reply for this request as (text, calls), or None to use the planner."""
     last = messages[-1] if messages else {}
     offered = [t["function"]["name"] for t in tools]
-    if last.get("role") == "user" and STATE["script"]:
+    if STATE["script"]:  # the next scripted reply, whatever came before (a prefetch, say)
         STATE["seen"].append({"offered": offered, "results": []})
         return "", STATE["script"].pop(0)
     if last.get("role") == "tool" and STATE["seen"]:
