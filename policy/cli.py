@@ -47,7 +47,9 @@ def _cmd_test(args: argparse.Namespace) -> int:
         return 2
     if not snapshot.source.tests:
         print(f"warning: {folder} ships no tests/*.yaml", file=sys.stderr)
-    print(f"policy {folder} (revision {snapshot.revision}, {len(snapshot.source.rules)} rules)")
+    source = snapshot.source
+    print(f"policy {folder} (revision {snapshot.revision}, {len(source.rules)} rules, "
+          f"{len(source.context_rules)} context rules)")
     print(report.summary())
     return 0 if report.ok else 1
 

@@ -51,13 +51,15 @@ class PolicyClient:
 
     def check(self, user_token: str | None, tool: str, env: str | None = None,
               *, service_token: str | None = None, body: Any = None,
-              **arguments: Any) -> httpx.Response:
+              context: dict[str, Any] | None = None, **arguments: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {service_token or self.service_token}"}
         if user_token is not None:
             headers["X-User-JWT"] = user_token
         if body is None:
             body = {"request_id": "req-" + uuid.uuid4().hex[:8], "environment": env,
                     "tool": tool, "arguments": arguments}
+            if context is not None:
+                body["context"] = context
         return self.http.post("/v1/check", json=body, headers=headers)
 
     def post(self, path: str, user_token: str | None, body: Any) -> httpx.Response:

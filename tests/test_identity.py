@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import pytest
 
 from agentchat.errors import TokenError
-from agentchat.identity import DEMO_USERS, DevUserIssuer, service_verifier, user_verifier
+from agentchat.identity import (
+    DEMO_USERS,
+    DevUserIssuer,
+    parse_roles,
+    service_verifier,
+    user_verifier,
+)
 from agentchat.keys import KeyRing, load_ring, new_key, save_ring, sign_service_token
 from agentchat.settings import SharedSettings
 from attacks import SERVICE_ATTACKS, USER_ATTACKS, service_attacks, user_attacks
@@ -82,3 +89,50 @@ def test_dev_issuer_refused_outside_dev(data_dir, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("AGENTCHAT_MODE", "production")
     with pytest.raises(RuntimeError):
         DevUserIssuer(SharedSettings())
+
+
+@pytest.mark.parametrize(("entry", "why"), [
+    ("admin@", "not a plain environment name"),
+    ("admin@*", "not a plain environment name"),
+    ("admin@qa", "an environment the catalog does not know"),
+    ("admin@prod|ss-dev", "not a plain environment name"),
+    ("admin@prod@ss-dev", "not a plain environment name"),
+    ("adm*n", "not a plain role name"),
+    ("*", "not a plain role name"),
+    ("@prod", "not a plain role name"),
+    ("admin prod", "not a plain role name"),
+])
+def test_roles_a_token_cannot_carry_are_ignored_and_logged(
+        entry: str, why: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agentchat.identity")
+    roles = parse_roles([entry, "editor@ss-dev", "viewer"], ("ss-dev", "ss-stage", "prod"),
+                        sub="mallory")
+    assert roles == (("editor", "ss-dev"), ("viewer", None))  # never widened, the rest kept
+    [record] = caplog.records
+    assert record.name == "agentchat.identity"
+    assert record.getMessage() == f"roles claim entry ignored ({why}): {entry!r}, sub 'mallory'"
+
+
+def test_the_verifier_reads_roles_against_the_catalog(settings: SharedSettings,
+                                                      issuer: DevUserIssuer,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agentchat.identity")
+    token = issuer.mint("mallory", ["admin@", "admin@qa", "adm*n", "editor@ss-dev", "oncall"])
+    user = user_verifier(settings).verify(token)
+    assert user.roles == (("editor", "ss-dev"), ("oncall", None))
+    assert user.role_strings() == ["editor@ss-dev", "oncall"]
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert logged.count("roles claim entry ignored") == 3 and "sub 'mallory'" in logged
+    for part in (token, *token.split(".")):
+        assert part not in logged
+    # An environment list given to the verifier (or a callable, as the sidecar's live catalog).
+    assert user_verifier(settings, environments=["qa"]).verify(token).roles == (
+        ("admin", "qa"), ("oncall", None))
+    assert user_verifier(settings, environments=lambda: {"ss-dev"}).verify(token).roles == (
+        ("editor", "ss-dev"), ("oncall", None))
+    quiet_before = len(caplog.records)
+    assert parse_roles(["admin@"], ("prod",), quiet=True) == ()
+    assert len(caplog.records) == quiet_before
+    with pytest.raises(TokenError) as e:
+        parse_roles([["admin"]], ("prod",))
+    assert e.value.cause == "bad_roles"

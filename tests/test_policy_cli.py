@@ -39,7 +39,31 @@ def test_policy_test_fails_with_a_readable_diff(tmp_path: Path) -> None:
     assert ("tests/roles.yaml: destructive needs a card everywhere "
             "(roles admin, env prod, tool delete_dashboard)\n"
             "    decision:       expected 'allow_with_confirmation', got 'deny'") in result.stdout
-    assert "40 passed, 5 failed" in result.stdout
+    assert "80 passed, 8 failed" in result.stdout
+
+
+def test_policy_test_cases_with_a_context(tmp_path: Path) -> None:
+    broken = tmp_path / "policy"
+    shutil.copytree(SHIPPED_POLICY, broken)
+    csv = broken / "policy.csv"
+    csv.write_text(csv.read_text().replace("p2, viewer, *, write, untrusted", "# removed"))
+    (broken / "tests" / "untrusted.yaml").write_text(
+        "cases:\n  - name: reads stay free\n    roles: [viewer@prod]\n    env: prod\n"
+        "    tool: list_databases\n    context: {untrusted: true}\n    expect: allow\n")
+    result = _run("test", str(broken))
+    assert result.returncode == 1
+    assert "11 rules, 0 context rules" in result.stdout
+    assert ("tests/roles.yaml: in an untrusted context (ss-tools output in the turn) every write "
+            "needs a card (roles editor, env ss-dev, tool deploy_dashboard, untrusted)\n"
+            "    decision:       expected 'allow_with_confirmation', got 'allow'\n"
+            "    reason_code:    expected 'confirmation_required_untrusted', got 'allowed'"
+            ) in result.stdout
+    assert "reads stay free" not in result.stdout
+    assert ", 9 failed" in result.stdout
+    (broken / "tests" / "bad.yaml").write_text(
+        "cases:\n  - roles: [viewer]\n    tool: list_environments\n"
+        "    context: {untrusted: true, origin: web}\n    expect: allow\n")
+    assert "tests/bad.yaml: not a valid policy test file" in _run("test", str(broken)).stdout
 
 
 def test_policy_test_reports_a_folder_that_does_not_load(tmp_path: Path) -> None:
@@ -65,6 +89,34 @@ def test_explain_names_the_rule_and_the_role(settings: SharedSettings,
         check=False, env={"AGENTCHAT_DATA_DIR": str(settings.data_dir), "PATH": "/usr/bin"})
     assert with_token.returncode == 0, with_token.stderr
     assert "user bob" in with_token.stdout and "decision:      allow (allowed)" in with_token.stdout
+
+
+def test_explain_shows_the_context_rule_and_ignored_roles() -> None:
+    base = ("explain", "--roles", "editor@ss-dev", "--env", "ss-dev", "--tool",
+            "deploy_dashboard", "--arg", "dashboard_id=7")
+    trusted = _run(*base)
+    assert trusted.returncode == 0, trusted.stderr
+    assert "context trusted" in trusted.stdout
+    assert "decision:      allow (allowed)" in trusted.stdout
+    assert "  (none: no p2 line asks for a card here)" in trusted.stdout
+    untrusted = _run(*base, "--untrusted")
+    assert untrusted.returncode == 0, untrusted.stderr
+    assert "decision:      allow_with_confirmation (confirmation_required_untrusted)" in \
+        untrusted.stdout
+    assert ("context rules for deploy_dashboard in ss-dev, context untrusted:\n"
+            "  policy.csv:33: p2, viewer, *, write, untrusted") in untrusted.stdout
+    assert "note:" not in untrusted.stdout  # the arguments are a valid call
+    env_less = _run("explain", "--roles", "admin@ss-dev,admin@,adm*n", "--tool",
+                    "delete_dashboard", "--arg", "dashboard_id=5")
+    assert env_less.returncode == 1
+    assert "ignored roles (as in a token): admin@, adm*n" in env_less.stdout
+    assert "decision:      deny (invalid_arguments)" in env_less.stdout
+    assert "detail:        delete_dashboard needs its environment argument 'env_id'" in \
+        env_less.stdout
+    named = _run("explain", "--roles", "viewer@prod", "--tool", "get_dashboard", "--arg",
+                 "dashboard_id=5")
+    assert named.returncode == 0, named.stdout
+    assert "policy.csv:15: p, viewer, *, get_dashboard, allow" in named.stdout
 
 
 def test_token_cache_hits_until_expiry_and_never_caches_failures(

@@ -19,7 +19,10 @@ from policy_support import PolicyClient, configmap_folder, sidecar, swap_configm
 
 CARD_FIELDS = {"request_id", "decision_id", "decision", "allow", "reason_code", "tool", "risk",
                "risk_level", "dangerous", "confirmation_required", "env_context",
-               "permission_granted", "required_role", "alternatives", "policy_revision"}
+               "permission_granted", "required_role", "alternatives", "policy_revision", "detail"}
+LOG_FIELDS = {"ts", "decision_id", "request_id", "service.sub", "user.sub", "roles", "env",
+              "context", "tool", "args_digest", "decision", "reason_code", "risk",
+              "confirmation_required", "policy_revision", "latency_us"}
 
 
 def _service_token(settings: SharedSettings, ring: KeyRing) -> str:
@@ -74,7 +77,8 @@ def test_allow_confirm_and_deny_with_alternatives(client: PolicyClient, issuer: 
 
     # Alternatives list only what this user may run: nobody-in-prod gets none.
     stranger = issuer.mint("dave", ["viewer@ss-dev"])
-    none_left = client.check(stranger, "deploy_dashboard", "prod", env_id="prod").json()
+    none_left = client.check(stranger, "deploy_dashboard", "prod", env_id="prod",
+                             dashboard_id=42).json()
     assert (none_left["decision"], none_left["alternatives"]) == ("deny", [])
 
     rule = client.check(issuer.mint("erin", ["editor"]), "start_maintenance", "prod",
@@ -94,16 +98,18 @@ def test_allow_confirm_and_deny_with_alternatives(client: PolicyClient, issuer: 
                               ("search_dashboards", "qa", "unknown_environment")):
         out = client.check(alice, tool, env, env_id=env).json()
         assert (out["decision"], out["reason_code"]) == ("deny", reason)
+        assert out["detail"]
     assert client.check(alice, "format_disk").json()["dangerous"] is True
-    mismatch = client.check(alice, "deploy_dashboard", "ss-dev", env_id="prod").json()
+    mismatch = client.check(alice, "deploy_dashboard", "ss-dev", env_id="prod",
+                            dashboard_id=42).json()
     assert (mismatch["decision"], mismatch["reason_code"]) == ("deny", "invalid_arguments")
+    assert mismatch["detail"] == "the request's environment 'ss-dev' differs from env_id='prod'"
 
     # The decision log: one JSON line per decision, with every field, and never a token.
     lines = [json.loads(x) for x in (tmp_path / "decisions.jsonl").read_text().splitlines()]
     assert len(lines) == 13
-    assert {"ts", "decision_id", "request_id", "service.sub", "user.sub", "roles", "env", "tool",
-            "args_digest", "decision", "reason_code", "risk", "confirmation_required",
-            "policy_revision", "latency_us"} == set(lines[0])
+    assert set(lines[0]) == LOG_FIELDS
+    assert lines[0]["context"] == {"untrusted": False}
     assert lines[4]["user.sub"] == "bob" and lines[4]["roles"] == [
         "editor@ss-dev", "editor@ss-stage", "viewer@prod"]
     assert lines[4]["decision_id"] == denied["decision_id"]
@@ -274,3 +280,112 @@ def test_not_ready_until_a_policy_loads(settings: SharedSettings, ring: KeyRing,
         client.wait_for(lambda s: s["ready"])
         assert client.check(issuer.mint("alice"),
                             "list_environments").json()["decision"] == "allow"
+
+
+def test_roles_claim_entries_a_token_cannot_carry_are_ignored(
+        client: PolicyClient, issuer: DevUserIssuer, tmp_path: Path) -> None:
+    bad = ["admin@", "admin@*", "admin@qa", "admin@prod|ss-dev", "adm*n"]
+    token = issuer.mint("mallory", [*bad, "editor@ss-dev"])
+    # Nothing is widened: no admin anywhere, not even in the environment named beside it.
+    for env in ("ss-dev", "prod", "ss-stage"):
+        out = client.check(token, "delete_dashboard", env, env_id=env, dashboard_id=1).json()
+        assert (out["decision"], out["reason_code"], out["required_role"]) == (
+            "deny", "role_missing", "admin"), env
+    # The good entry is kept.
+    assert client.check(token, "deploy_dashboard", "ss-dev", env_id="ss-dev",
+                        dashboard_id=1).json()["decision"] == "allow"
+    assert client.check(token, "deploy_dashboard", "prod", env_id="prod",
+                        dashboard_id=1).json()["reason_code"] == "role_missing"
+    assert client.check(token, "get_dashboard", dashboard_id=1).json()["decision"] == "allow"
+    perms = client.post("/v1/permissions", token, {"environment": "ss-dev"}).json()
+    assert perms["user"] == {"sub": "mallory", "roles": ["editor@ss-dev"]}
+    only_bad = issuer.mint("mallory", bad)
+    for tool, args in (("show_capabilities", {}), ("get_dashboard", {"dashboard_id": 1})):
+        assert client.check(only_bad, tool, **args).json()["reason_code"] == "role_missing"
+
+    decisions = (tmp_path / "decisions.jsonl").read_text()
+    assert {tuple(json.loads(x)["roles"]) for x in decisions.splitlines()} == {
+        ("editor@ss-dev",), ()}
+    log = (tmp_path / "sidecar.log").read_text()
+    ignored = [x for x in log.splitlines() if "roles claim entry ignored" in x]
+    for entry in bad:
+        assert any(repr(entry) in x and "sub 'mallory'" in x for x in ignored), entry
+    assert not any("editor@ss-dev" in x for x in ignored)
+    for t in (token, only_bad):
+        assert t not in log + decisions and t.split(".")[2] not in log + decisions
+        assert t.split(".")[1] not in log + decisions
+
+
+def test_environments_must_match_the_arguments(client: PolicyClient,
+                                               issuer: DevUserIssuer) -> None:
+    alice = issuer.mint("alice")
+    # The attack: a role held in one environment, a delete without its environment.
+    scoped = issuer.mint("sam", ["admin@ss-dev"])
+    attack = client.check(scoped, "delete_dashboard", None, dashboard_id=5).json()
+    assert (attack["decision"], attack["allow"], attack["reason_code"]) == (
+        "deny", False, "invalid_arguments")
+    assert "env_id" in attack["detail"]
+    # Even with the argument but without the request's environment.
+    half = client.check(scoped, "delete_dashboard", None, env_id="ss-dev", dashboard_id=5).json()
+    assert (half["decision"], half["reason_code"]) == ("deny", "invalid_arguments")
+    assert client.check(scoped, "delete_dashboard", "ss-dev", env_id="ss-dev",
+                        dashboard_id=5).json()["decision"] == "allow_with_confirmation"
+    cases = [
+        # (tool, env, arguments, a part of the detail)
+        ("delete_dashboard", "ss-dev", {"dashboard_id": 5}, "'env_id' is a required property"),
+        ("deploy_dashboard", "prod", {"env_id": "ss-dev", "dashboard_id": 5},
+         "the request's environment 'prod' differs from env_id='ss-dev'"),
+        ("show_capabilities", "prod", {}, "show_capabilities takes no environment"),
+        ("get_dashboard", "ss-dev", {"dashboard_id": 5}, "get_dashboard takes no environment"),
+        ("deploy_dashboard", "ss-dev", {"env_id": "ss-dev", "dashboard_id": 5, "force": True},
+         "unknown argument(s) for deploy_dashboard: force"),
+        ("deploy_dashboard", "ss-dev", {"env_id": "ss-dev", "dashboard_id": "5"},
+         "dashboard_id: '5' is not of type 'integer'"),
+        ("refresh_dataset", "ss-dev", {"env_id": "ss-dev", "dataset_id": "../dashboards/5"},
+         "dataset_id"),
+        ("get_task_status", None, {"task_id": "task-1/../../x"}, "task_id"),
+        ("start_migration", "ss-stage", {"target_env": "ss-stage", "dashboard_id": 1},
+         "'source_env' is a required property"),
+        ("search_dashboards", "ss-dev", {"env_id": ["ss-dev"]}, "env_id"),
+    ]
+    for tool, env, arguments, detail in cases:
+        out = client.check(alice, tool, env, **arguments).json()
+        assert (out["decision"], out["allow"], out["reason_code"]) == (
+            "deny", False, "invalid_arguments"), (tool, env, arguments, out)
+        assert detail in out["detail"], (detail, out["detail"])
+    ok = client.check(alice, "get_task_status", None, task_id="task-1").json()
+    assert (ok["decision"], ok["detail"]) == ("allow", None)
+
+
+def test_an_untrusted_context_needs_a_card(client: PolicyClient, issuer: DevUserIssuer,
+                                          tmp_path: Path) -> None:
+    editor = issuer.mint("erin", ["editor"])
+    args = {"env_id": "ss-dev", "dashboard_id": 42}
+    plain = client.check(editor, "deploy_dashboard", "ss-dev", **args).json()
+    assert (plain["decision"], plain["reason_code"]) == ("allow", "allowed")
+    trusted = client.check(editor, "deploy_dashboard", "ss-dev", context={"untrusted": False},
+                           **args).json()
+    assert trusted["decision"] == "allow"
+    carded = client.check(editor, "deploy_dashboard", "ss-dev", context={"untrusted": True},
+                          **args).json()
+    assert (carded["decision"], carded["allow"], carded["confirmation_required"],
+            carded["permission_granted"], carded["reason_code"], carded["risk_level"]) == (
+        "allow_with_confirmation", True, True, True, "confirmation_required_untrusted", "guarded")
+    # Where the catalog already asks for a card, its reason stays; reads stay free.
+    prod = client.check(editor, "deploy_dashboard", "prod", context={"untrusted": True},
+                        env_id="prod", dashboard_id=42).json()
+    assert (prod["decision"], prod["reason_code"]) == (
+        "allow_with_confirmation", "confirmation_required")
+    read = client.check(editor, "search_dashboards", "ss-dev", context={"untrusted": True},
+                        env_id="ss-dev").json()
+    assert (read["decision"], read["reason_code"]) == ("allow", "allowed")
+    # The context is a closed object of booleans.
+    for context in ({"untrusted": True, "source": "x"}, {"untrusted": "yes"}, {"untrusted": 1},
+                    "untrusted"):
+        r = client.check(editor, "deploy_dashboard", "ss-dev", context=context, **args)
+        assert r.status_code == 400 and r.json()["code"] == "INVALID_REQUEST", context
+    lines = [json.loads(x) for x in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    assert [(x["context"], x["reason_code"]) for x in lines] == [
+        ({"untrusted": False}, "allowed"), ({"untrusted": False}, "allowed"),
+        ({"untrusted": True}, "confirmation_required_untrusted"),
+        ({"untrusted": True}, "confirmation_required"), ({"untrusted": True}, "allowed")]
