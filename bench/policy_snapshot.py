@@ -48,14 +48,24 @@ def main() -> None:
         snapshot.check(*r)
     snap_warm_s = time.perf_counter() - t
 
+    # Calls as the agent sends them (valid arguments, environment == the argument), so the
+    # engine's time is a real decision, not an invalid_arguments refusal.
     calls = []
-    for roles, dom, obj in requests:
+    for i, (roles, dom, obj) in enumerate(requests):
         tool = catalog.get(obj)
-        if tool is None:
+        if tool is None or (tool.environment is None) != (dom == ANY_DOMAIN):
             continue
-        args_ = ({tool.environment.argument: dom}
-                 if tool.environment is not None and dom != ANY_DOMAIN else {})
-        calls.append((roles, CheckRequest("bench", None, obj, args_)))
+        args_: dict[str, object] = {
+            name: "task-1" if name == "task_id" else 1
+            for name in tool.args.get("required", [])}
+        env = None
+        if tool.environment is not None:
+            env = dom
+            args_[tool.environment.argument] = dom
+            if tool.environment.source_argument:
+                args_[tool.environment.source_argument] = catalog.environments[
+                    i % len(catalog.environments)]
+        calls.append((roles, CheckRequest("bench", env, obj, args_, untrusted=i % 2 == 0)))
     t = time.perf_counter()
     for roles, req in calls:
         decide(snapshot, roles, req)
