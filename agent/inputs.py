@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,8 +133,10 @@ def _parse_files(settings: AgentSettings, files: Any) -> list[dict[str, Any]]:
         if key is None or not OWNERS.known(key):
             raise _invalid("a file was not uploaded through …/gradio_api/upload")
         name = f.get("orig_name")
-        name = name if isinstance(name, str) and name else os.path.basename(path)
-        # The name goes into the message: no NUL (PostgreSQL text refuses it), one line.
+        name = name if isinstance(name, str) and name else path
+        # The name goes into the message: the last part only (the Node client sends the
+        # sender's local path), no NUL (PostgreSQL text refuses it), one line.
+        name = name.replace("\\", "/").rsplit("/", 1)[-1]
         name = "".join(c for c in name if c.isprintable())[:255] or "file"
         out.append({"name": name, "path": path, "key": key})
     return out

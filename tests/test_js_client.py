@@ -68,3 +68,7 @@ def test_chat_contract(js_stack: Stack) -> None:
 
 def test_human_in_the_loop(js_stack: Stack) -> None:
     run_node(js_stack, "hitl.test.mjs")
+
+
+def test_uploads(js_stack: Stack) -> None:
+    run_node(js_stack, "upload.test.mjs")
