@@ -203,14 +203,14 @@ def check_requests(tokens: dict[str, str]) -> list[bytes]:
              ("deploy_dashboard", "prod", {"dashboard_id": 42}),
              ("deploy_dashboard", "ss-dev", {"dashboard_id": 42}),
              ("delete_dashboard", "ss-stage", {"dashboard_id": 7}),
-             ("start_migration", None, {"dashboard_id": 1, "source_env": "ss-dev",
-                                        "target_env": "ss-stage"}),
+             ("start_migration", "ss-stage", {"dashboard_id": 1, "source_env": "ss-dev",
+                                              "target_env": "ss-stage"}),
              ("show_capabilities", None, {})]
     out = []
     n = 0
     for user in ("alice", "bob", "carol"):
         for tool, env, args in calls:
-            if env is not None:
+            if env is not None and "target_env" not in args:  # the environment == the argument
                 args = {**args, "env_id": env}
             n += 1
             out.append(build_request("/v1/check", {
