@@ -83,7 +83,8 @@ def test_selection_debug_is_admin_only(stack: Stack) -> None:
     assert ok.status_code == 200, ok.text
     body = ok.json()
     assert "deploy_dashboard" in body["tools"]
-    assert body["prefetch"] == [{"dashboard_id": 42, "env_id": "ss-dev"}]
+    # get_dashboard reads across environments: the prefetch names none.
+    assert body["prefetch"] == [{"dashboard_id": 42}]
     assert "search_dashboards" not in body["tools"], "prefetch suppresses search_dashboards"
     bob = httpx.get(url, params=q, headers={"Authorization": f"Bearer {stack.token('bob')}"})
     assert bob.status_code == 403 and bob.json()["code"] == "FORBIDDEN"

@@ -21,7 +21,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "show_capabilities": {},
     "list_environments": {},
     "search_dashboards": {"query": "energy", "env_id": "prod"},
-    "get_dashboard": {"dashboard_id": 42, "env_id": "prod"},
+    "get_dashboard": {"dashboard_id": 42},
     "get_health_summary": {"env_id": "prod", "dashboard_id": 42},
     "export_config": {"dashboard_id": 42, "env_id": "ss-dev"},
     "deploy_dashboard": {"dashboard_id": 42, "env_id": "ss-dev"},
@@ -74,7 +74,7 @@ def test_openapi_lists_every_tool_route(api: SandboxClient) -> None:
     ("bob", "deploy_dashboard", {"dashboard_id": 42, "env_id": "prod"}, False),
     ("bob", "deploy_dashboard", {"dashboard_id": 42, "env_id": "ss-stage"}, True),
     ("carol", "deploy_dashboard", {"dashboard_id": 42, "env_id": "ss-dev"}, False),
-    ("carol", "get_dashboard", {"dashboard_id": 42, "env_id": "prod"}, True),
+    ("carol", "get_dashboard", {"dashboard_id": 42}, True),
     ("bob", "delete_dashboard", {"dashboard_id": 42, "env_id": "ss-dev"}, False),
     ("alice", "delete_dashboard", {"dashboard_id": 42, "env_id": "prod"}, True),
     # A migration: read on the source, write on the target.
@@ -99,19 +99,22 @@ def test_rbac_per_environment(api: SandboxClient, user: str, name: str, args: di
 
 
 def test_scoped_viewer_sees_only_their_environments(api: SandboxClient) -> None:
-    r = api.call("GET", "/api/dashboards", user="dave", roles=["viewer@ss-dev"])
-    assert r.status_code == 200
-    assert all(set(i["envs"]) == {"ss-dev"} for i in r.json()["items"])
+    r = api.call("GET", "/api/dashboards/42", user="dave", roles=["viewer@ss-dev"])
+    assert r.status_code == 200 and set(r.json()["envs"]) == {"ss-dev"}
+    elsewhere = api.call("GET", "/api/dashboards", user="dave", roles=["viewer@ss-dev"],
+                         params={"env_id": "prod"})
+    assert elsewhere.status_code == 403
     assert api.call("GET", "/api/health", user="dave", roles=["viewer@ss-dev"],
                     params={"env_id": "prod"}).status_code == 403
     nobody = api.call("GET", "/api/environments", user="eve", roles=[])
     assert nobody.status_code == 403
 
 
-def test_unknown_environment_is_404(api: SandboxClient) -> None:
+def test_unknown_environment_is_refused_by_the_schema(api: SandboxClient) -> None:
+    # The catalog's environment arguments enumerate its environments (issue 15).
     r = api.call("GET", "/api/dashboards", params={"env_id": "moon"})
-    assert r.status_code == 404 and r.json()["code"] == "NOT_FOUND"
-    assert api.outcomes() == ["not_found"]
+    assert r.status_code == 422 and r.json()["code"] == "INVALID_REQUEST"
+    assert api.outcomes() == ["error"]
 
 
 @pytest.mark.parametrize(("method", "path", "kw"), [
@@ -160,10 +163,13 @@ def test_search_matches_words_in_both_languages(api: SandboxClient, query: str) 
 
 def test_search_ranks_by_matched_words(api: SandboxClient) -> None:
     ids = [i["id"] for i in api.call("GET", "/api/dashboards",
-                                     params={"query": "energy report"}).json()["items"]]
+                                     params={"query": "energy report", "env_id": "prod"}
+                                     ).json()["items"]]
     assert ids == [42]
-    assert api.call("GET", "/api/dashboards", params={"query": "zzzz"}).json()["items"] == []
-    ds = api.call("GET", "/api/datasets", params={"query": "электроэнергии"}).json()["items"]
+    assert api.call("GET", "/api/dashboards", params={"query": "zzzz", "env_id": "prod"}
+                    ).json()["items"] == []
+    ds = api.call("GET", "/api/datasets", params={"query": "электроэнергии", "env_id": "prod"}
+                  ).json()["items"]
     assert [d["name"] for d in ds] == ["energy_consumption"]
 
 
@@ -181,23 +187,23 @@ def _wait_task(api: SandboxClient, task_id: str) -> list[str]:
 
 
 def test_deploy_task_advances_and_updates_the_version(api: SandboxClient) -> None:
-    before = api.call("GET", "/api/dashboards/42", params={"env_id": "prod"}).json()
+    before = api.call("GET", "/api/dashboards/42").json()
     started = api.call("POST", "/api/dashboards/42/deploy", json={"env_id": "prod"}, key="d")
     assert started.status_code == 202 and started.json()["status"] == "queued"
     new_version = started.json()["version"]
     assert new_version != before["envs"]["prod"]["version"]
     assert _wait_task(api, started.json()["task_id"]) == ["queued", "running", "succeeded"]
-    after = api.call("GET", "/api/dashboards/42", params={"env_id": "prod"}).json()
+    after = api.call("GET", "/api/dashboards/42").json()
     assert after["envs"]["prod"]["version"] == new_version
 
 
 def test_migration_copies_the_dashboard(api: SandboxClient) -> None:
-    assert api.call("GET", "/api/dashboards/9", params={"env_id": "ss-stage"}).status_code == 404
+    assert "ss-stage" not in api.call("GET", "/api/dashboards/9").json()["envs"]
     r = api.call("POST", "/api/migrations", key="m",
                  json={"dashboard_id": 9, "source_env": "ss-dev", "target_env": "ss-stage"})
     assert r.status_code == 202
     assert _wait_task(api, r.json()["task_id"])[-1] == "succeeded"
-    assert api.call("GET", "/api/dashboards/9", params={"env_id": "ss-stage"}).status_code == 200
+    assert "ss-stage" in api.call("GET", "/api/dashboards/9").json()["envs"]
     migs = api.call("GET", "/api/migrations", params={"env_id": "ss-stage"}).json()["items"]
     assert migs[-1]["dashboard_id"] == 9 and migs[-1]["status"] == "succeeded"
 
@@ -205,9 +211,10 @@ def test_migration_copies_the_dashboard(api: SandboxClient) -> None:
 def test_delete_really_removes(api: SandboxClient) -> None:
     r = api.call("DELETE", "/api/dashboards/42", params={"env_id": "ss-stage"}, key="x")
     assert r.status_code == 200
-    gone = api.call("GET", "/api/dashboards/42", params={"env_id": "ss-stage"})
+    left = api.call("GET", "/api/dashboards/42").json()["envs"]
+    assert "ss-stage" not in left and "prod" in left
+    gone = api.call("GET", "/api/health", params={"env_id": "ss-stage", "dashboard_id": 42})
     assert gone.status_code == 404 and gone.json()["code"] == "NOT_FOUND"
-    assert api.call("GET", "/api/dashboards/42", params={"env_id": "prod"}).status_code == 200
 
 
 def test_maintenance_window_lifecycle(api: SandboxClient) -> None:
@@ -257,7 +264,7 @@ def test_reset_reseeds_and_clears(api: SandboxClient) -> None:
     api.reset()
     assert api.audit() == []
     assert api.http.get("/api/sandbox/faults").json()["items"] == []
-    assert api.call("GET", "/api/dashboards/42", params={"env_id": "prod"}).status_code == 200
+    assert "prod" in api.call("GET", "/api/dashboards/42").json()["envs"]
 
 
 def test_probes(api: SandboxClient) -> None:
