@@ -143,12 +143,7 @@ class ChatService:
     async def _new_turn(self, req: ChatRequest, token: str, conversation_id: str,
                         session: str) -> Turn:
         turn_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
-        text = req.text
-        if req.files:
-            # Read off the event loop, only the caller's own uploads (the token was verified
-            # by authenticate(); verifying again is cheaper than threading the principal here).
-            owner = self.verifier.verify(token).sub
-            text = f"{text}\n\n{await file_text(self.settings, req.files, owner)}".strip()
+        text = f"{req.text}\n\n{req.attached}".strip() if req.attached else req.text
         await self._close_orphan(conversation_id)
         runtime = await self._runtime(conversation_id, turn_id, token, req.text, req.env_id,
                                       req.uicontext)
@@ -366,6 +361,10 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         principal, token = service.authenticate(req, bearer(headers))
         # Per-user limits (agent/limits.py) before anything is opened or stored.
         slot = user_limits(service, service.settings).admit(principal.sub)
+        if req.files and req.action is None:
+            # Read (off the event loop, the caller's own uploads only) before a conversation is
+            # opened, so a refused file leaves nothing behind, not even an empty conversation.
+            req.attached = await file_text(service.settings, req.files, principal.sub)
         cid = await service.open_conversation(req, principal)
         await service.take_lease(cid, session)
         turn, early = await service.submit(req, principal, token, cid, session)

@@ -40,6 +40,7 @@ class ChatRequest:
     env_id: str | None
     confirm_id: str | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
+    attached: str = ""  # the files as the model reads them, once read (file_text)
 
 
 def _invalid(detail: str) -> AgentChatError:
@@ -94,6 +95,11 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         raise _invalid("the message is empty")
     req.uicontext = _parse_uicontext(settings, uicontext)
     req.files = _parse_files(settings, files)
+    # PostgreSQL's text and jsonb cannot hold NUL: refuse it here rather than fail the insert.
+    strings = [req.text, req.env_id, req.user_id, req.confirm_id,
+               *(v for v in (req.uicontext or {}).values() if isinstance(v, str))]
+    if any(s is not None and "\x00" in s for s in strings):
+        raise _invalid("the message contains a NUL character")
     return req
 
 

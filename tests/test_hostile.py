@@ -255,6 +255,9 @@ def test_oversized_text_and_uicontext_are_refused_and_not_stored(stack: Stack) -
         ("привет", None, None, big_ctx),
         ("привет", None, None, "{not json"),
         ("привет", None, None, json.dumps({"contextVersion": 2})),
+        # PostgreSQL's text and jsonb cannot hold NUL: refused, never a failed insert.
+        ("при\x00вет",),
+        ("привет", None, None, json.dumps({"objectName": "a\x00b", "contextVersion": 1})),
     ]
     for target in (None, cid):
         for case in cases:

@@ -186,6 +186,12 @@ def test_alices_upload_named_in_bobs_submit_is_refused(stack: Stack) -> None:
     assert rows(stack.database_url, "SELECT count(*) AS n FROM messages"
                 " WHERE position(%s in content) > 0", secret)[0]["n"] == 0
     assert len(history_items(stack.agent, bob, str(cid))) == 2, "only the first turn"
+    # On a new conversation the refusal leaves nothing, not even an empty conversation.
+    mallory = "mallory-" + uuid.uuid4().hex[:8]
+    code, _ = attempt(stack, stack.token(mallory, ["viewer"]), [filedata(path)], None)
+    assert code == "INVALID_REQUEST"
+    assert rows(stack.database_url, "SELECT count(*) AS n FROM conversations WHERE owner=%s",
+                mallory)[0]["n"] == 0
 
 
 # --- hostile files -----------------------------------------------------------------------------
