@@ -319,5 +319,8 @@ def _card(confirm_id: str, ctx: TurnRuntime, call: Any, d: dict[str, Any]) -> di
         "required_role": None if granted else d.get("required_role"),
         "alternatives": None if granted else (d.get("alternatives") or []),
         "prompt": prompt,
+        # Why a card: `confirmation_required`, `confirmation_required_untrusted` (ss-tools
+        # output is in this turn's context), or the denial's reason.
+        "reason_code": d.get("reason_code"),
         "expires_at": expires.isoformat(),
     }

@@ -21,17 +21,14 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any
 
 from gradio.utils import get_upload_folder
 from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from agentchat.agent.api.limits import replay
 
 
 class RefusedFile(Exception):
@@ -208,7 +205,7 @@ class GradioFileGuard:
                 return await _json(send, 422, {
                     "code": "INVALID_REQUEST",
                     "detail": "a file must be uploaded first (…/gradio_api/upload)"})
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay(body, receive), send)
 
     def _recording(self, send: Send, sub: str) -> Send:
         """Record the uploaded paths before the last byte of Gradio's answer leaves, so the
@@ -245,14 +242,3 @@ async def _body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def wrapped() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return wrapped

@@ -207,6 +207,7 @@ def test_tool_output_raises_the_bar_for_the_writes_after_it(stack: Stack, agent:
     assert after.kind == "confirm_required", after.types()
     assert after.last["tool_name"] == "deploy_dashboard"
     assert after.last["permission_granted"] is True
+    assert after.last["reason_code"] == "confirmation_required_untrusted"
     assert operations(stack) == ["search_dashboards"], "the deploy waits for the owner"
 
 

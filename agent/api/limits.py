@@ -13,14 +13,8 @@ Pure ASGI rather than BaseHTTPMiddleware: no extra task per request, and SSE str
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def gradio_upload_paths(mount_path: str) -> frozenset[str]:
@@ -67,17 +61,7 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()  # afterwards: http.disconnect, as the server sends it
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay(b"".join(chunks), receive), send)
 
     async def _refuse(self, send: Send) -> None:
         payload = json.dumps({"code": "INVALID_REQUEST",
@@ -87,3 +71,18 @@ class BodyLimitMiddleware:
                                 (b"content-length", str(len(payload)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": payload.encode()})
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app a body already read whole, then the server's own
+    messages (http.disconnect), as if nothing had read it."""
+    sent = False
+
+    async def wrapped() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return wrapped
