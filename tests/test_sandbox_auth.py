@@ -19,13 +19,14 @@ api, sandbox_keys, sandbox_service = fx.api, fx.sandbox_keys, fx.sandbox_service
 
 
 def test_valid_pair_is_accepted_and_audited_with_both_actors(api: SandboxClient) -> None:
-    r = api.call("GET", "/api/dashboards/42", user="bob", params={"env_id": "ss-dev"})
+    r = api.call("GET", "/api/health", user="bob", params={"env_id": "ss-dev",
+                                                           "dashboard_id": 42})
     assert r.status_code == 200, r.text
     assert r.json()["title"] == "Отчёт по энергопотреблению"
     assert api.audit() == [{
         "ts": api.audit()[0]["ts"], "service_actor": "agentchat-agent", "user_actor": "bob",
-        "operation": "get_dashboard", "env": "ss-dev",
-        "args": {"dashboard_id": 42, "env_id": "ss-dev"}, "outcome": "ok",
+        "operation": "get_health_summary", "env": "ss-dev",
+        "args": {"env_id": "ss-dev", "dashboard_id": 42}, "outcome": "ok",
         "idempotency_key": None,
     }]
 
