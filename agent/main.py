@@ -15,13 +15,13 @@ from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
-from agentchat.agent.chat import bearer
-from agentchat.agent.gradio_app import build_blocks
-from agentchat.agent.services import ServiceHolder, build_services
+from agentchat.agent.chat.blocks import build_blocks
+from agentchat.agent.chat.uploads import GradioFileGuard
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.store import STORAGE_ERRORS
-from agentchat.agent.uploads import GradioFileGuard
+from agentchat.agent.storage.store import STORAGE_ERRORS
+from agentchat.agent.wiring import ServiceHolder, build_services
 from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.identity import bearer
 
 log = logging.getLogger("agentchat.agent")
 
@@ -78,7 +78,7 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     blocks.max_threads = max(settings.chat_concurrency, 40)
     blocks.queue(default_concurrency_limit=settings.chat_concurrency)
 
-    # --- files only from Gradio's uploads (agent/uploads.py) --------------------------------
+    # --- files only from Gradio's uploads (agent/chat/uploads.py) --------------------------------
     # A mounted app gets its path rules and upload limit only from these arguments. Gradio checks
     # FileData inputs against its upload folder only once `has_launched` is set
     # (processing_utils._check_allowed), which launch() sets and mount_gradio_app does not:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from agentchat.agent.selection import SelectionSettings
+from agentchat.agent.selection.selector import SelectionSettings
 
 PLACEHOLDER_SECRET = "dev-client-secret"
-# The prompt-injection tests' planner (agent/llm.py); dev only.
+# The prompt-injection tests' planner (agent/graph/model.py); dev only.
 OFFLINE_OBEDIENT = "offline-obedient"
 
 
@@ -63,7 +63,7 @@ class AgentSettings(SelectionSettings):
     # limit): over it is 413 INVALID_REQUEST before a route sees it (agent/api/limits.py).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
 
-    # Per-user limits on /chat (agent/limits.py; per replica): runs at once, submits a minute.
+    # Per-user limits on /chat (agent/chat/limits.py; per replica): runs at once, submits a minute.
     max_concurrent_runs_per_user: int = Field(default=4, ge=1)
     max_submits_per_minute_per_user: int = Field(default=30, ge=1)
 

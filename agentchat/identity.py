@@ -17,7 +17,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,16 @@ from agentchat.keys import SERVICE_TOKEN_TYPE, write_atomic
 from agentchat.settings import SharedSettings
 
 MAX_TOKEN_BYTES = 8 * 1024
+
+
+def bearer(headers: Mapping[str, str] | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, or None (the one parser every
+    component uses; what follows decides whether a missing token is an error)."""
+    value = headers.get("authorization") if headers is not None else None
+    if not value:
+        return None
+    scheme, _, token = str(value).partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
 # A role or environment name in the roles claim: plain characters only, so no entry can be read
 # as a pattern (`*`, `admin@*`), a list (`prod|ss-dev`) or a wildcard of any other syntax.

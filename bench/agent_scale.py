@@ -63,7 +63,7 @@ def langchain_retained_kb(words: int) -> float:
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.messages import HumanMessage
 
-    from agentchat.agent.planner import OfflinePlanner
+    from agentchat.agent.graph.offline.planner import OfflinePlanner
 
     held: list[int] = []
 

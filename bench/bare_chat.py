@@ -20,7 +20,8 @@ import gradio as gr
 import uvicorn
 from fastapi import FastAPI
 
-# The offline planner's own tokenizer (agent/planner.py, _TOKEN_RE): same text, same tokens.
+# The offline planner's own tokenizer (agent/graph/offline/planner.py, _TOKEN_RE): same text,
+# same tokens.
 TOKEN_RE = re.compile(r"\S+\s*|\s+")
 MOUNT_PATH = "/api/agent/gradio"
 

@@ -4,7 +4,8 @@ messages across 1,000 users, against a primary-key lookup in the same run.
 Seeds its own database with COPY (dropped at the end unless --keep). Owners are skewed like a
 real installation: 10 heavy users hold half the conversations (500 each, ~50,000 messages),
 the other 990 share the rest. Each request runs the very functions the routes call
-(`agentchat.agent.conversations`, `agentchat.agent.history`) on a pool, one at a time:
+(`agentchat.agent.storage.conversations`, `agentchat.agent.storage.history`) on a pool, one at
+a time:
 
 - pk: `SELECT … FROM conversations WHERE id = %s` (the baseline)
 - first_page: the list's first page (20) for a random user
@@ -42,8 +43,8 @@ from typing import Any
 
 import psycopg
 
-from agentchat.agent import conversations, history
-from agentchat.agent.cursors import conversation_key, decode_conversation_key, history_key
+from agentchat.agent.api.cursors import conversation_key, decode_conversation_key, history_key
+from agentchat.agent.storage import conversations, history
 from agentchat.db import create_pool, migrate
 from common import scratch_database
 

@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 import yaml
 
-from agentchat.agent.embeddings import E5Embedder, Embedder, OpenAIEmbedder, UseEmbedder
-from agentchat.agent.selection import ToolSelector, resolve_dashboard_refs
+from agentchat.agent.selection.embeddings import E5Embedder, Embedder, OpenAIEmbedder, UseEmbedder
+from agentchat.agent.selection.selector import ToolSelector, resolve_dashboard_refs
 from agentchat.catalog import Catalog, load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent

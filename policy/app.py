@@ -22,7 +22,13 @@ from fastapi import FastAPI, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from agentchat.errors import ErrorCode, TokenError
-from agentchat.identity import MAX_TOKEN_BYTES, Principal, service_verifier, user_verifier
+from agentchat.identity import (
+    MAX_TOKEN_BYTES,
+    Principal,
+    bearer,
+    service_verifier,
+    user_verifier,
+)
 
 from .decision_log import DecisionLog
 from .engine import (
@@ -109,11 +115,11 @@ class Sidecar:
         user_jwt = request.headers.get("x-user-jwt")
         if len(auth) > MAX_TOKEN_BYTES + 7 or len(user_jwt or "") > MAX_TOKEN_BYTES:
             raise Refused(413, ErrorCode.INVALID_REQUEST, "a token is over 8 KB")
-        scheme, _, token = auth.partition(" ")
+        token = bearer(request.headers)
         try:
-            if scheme.lower() != "bearer":
+            if token is None:
                 raise TokenError("missing", "service token refused: missing Bearer token")
-            service = self.service.verify(token.strip())
+            service = self.service.verify(token)
         except TokenError as e:
             self.metrics.service_refused.labels(e.cause).inc()
             raise Refused(401, ErrorCode.UNAUTHORIZED,

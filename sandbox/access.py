@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from agentchat.errors import TokenError
-from agentchat.identity import Principal, TokenVerifier
+from agentchat.identity import Principal, TokenVerifier, bearer
 
 ROLES_FOR: dict[str, frozenset[str]] = {
     "read": frozenset({"viewer", "editor", "admin"}),
@@ -38,11 +38,11 @@ class Gatekeeper:
         self.user = user
 
     def authenticate(self, request: Request) -> Caller:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer(request.headers)
+        if token is None:
             raise TokenError("missing", "service token refused: missing Authorization: Bearer")
         try:
-            service = self.service.verify(token.strip())
+            service = self.service.verify(token)
         except TokenError as e:
             # Say which header was refused and why, never echo the token.
             raise TokenError(e.cause, f"service token refused: {e.cause}") from None

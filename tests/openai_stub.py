@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agentchat.agent.planner import OfflinePlanner, _chunks
+from agentchat.agent.graph.offline.planner import OfflinePlanner, _chunks
 
 STATE: dict[str, Any] = {"mode": "ok", "requests": 0, "script": [], "seen": []}
 

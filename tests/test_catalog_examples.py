@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentchat.agent.embeddings import tool_texts
+from agentchat.agent.selection.embeddings import tool_texts
 from agentchat.catalog import load_catalog
 from agentchat.errors import CatalogError
 from agentchat.settings import PACKAGE_DATA

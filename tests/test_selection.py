@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from agentchat.agent.embeddings import DOCUMENT_BATCH, UseEmbedder, tool_texts
-from agentchat.agent.selection import (
+from agentchat.agent.selection.embeddings import DOCUMENT_BATCH, UseEmbedder, tool_texts
+from agentchat.agent.selection.selector import (
     DEFAULT_SET,
     Selection,
     ToolSelector,
@@ -297,7 +297,7 @@ def test_context_not_referenced_changes_nothing(keywords: ToolSelector) -> None:
 
 def test_explain_is_logged_at_debug(hybrid: ToolSelector, caplog: pytest.LogCaptureFixture
                                     ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="agentchat.agent.selection"):
+    with caplog.at_level(logging.DEBUG, logger="agentchat.agent.selection.selector"):
         sel = hybrid.select("выкати отчёт на прод")
     assert any("deploy_dashboard" in r.getMessage() and "keyword_hits" in r.getMessage()
                for r in caplog.records)

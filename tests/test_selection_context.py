@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agentchat.agent.selection import resolve_dashboard_refs
-from agentchat.agent.selection_context import refers_to_context
+from agentchat.agent.selection.context import refers_to_context
+from agentchat.agent.selection.selector import resolve_dashboard_refs
 
 DASH42: dict[str, Any] = {"objectType": "dashboard", "objectId": "42",
                           "objectName": "Отчёт по энергопотреблению", "envId": "ss-dev",

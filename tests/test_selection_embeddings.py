@@ -14,8 +14,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agentchat.agent.embeddings import OpenAIEmbedder, UseEmbedder, build_embedder
-from agentchat.agent.selection import SelectionSettings, ToolSelector, selector_from_settings
+from agentchat.agent.selection.embeddings import OpenAIEmbedder, UseEmbedder, build_embedder
+from agentchat.agent.selection.selector import (
+    SelectionSettings,
+    ToolSelector,
+    selector_from_settings,
+)
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.settings import PACKAGE_DATA
 from support import free_port
@@ -117,7 +121,7 @@ def test_offline_default_needs_no_network(tmp_path: os.PathLike[str]) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     env = {**os.environ, "HTTP_PROXY": closed, "HTTPS_PROXY": closed, "ALL_PROXY": closed,
            "HF_HUB_OFFLINE": "1", "NO_PROXY": "", "HOME": str(tmp_path)}
-    code = ("from agentchat.agent.embeddings import UseEmbedder;"
+    code = ("from agentchat.agent.selection.embeddings import UseEmbedder;"
             "v = UseEmbedder().embed_queries(['выкати отчёт на прод']);"
             "print(v.shape)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -6,9 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from agentchat.agent.chat import bearer
-from agentchat.agent.services import Services
-from agentchat.identity import Principal
+from agentchat.agent.wiring import Services
+from agentchat.identity import Principal, bearer
 
 
 def get_services(request: Request) -> Services:

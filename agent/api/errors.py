@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException  # what FastAPI raises; its own subclasses it
 
-from agentchat.agent.rest_models import ErrorBody
+from agentchat.agent.api.models import ErrorBody
 from agentchat.errors import ErrorCode
 
 # Documents the scheme only: `CurrentUser` verifies the token (auto_error off, so a missing

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
-from agentchat.agent.inputs import UIContext
-from agentchat.agent.llm import cached_llm_status
+from agentchat.agent.chat.inputs import UIContext
+from agentchat.agent.graph.model import cached_llm_status
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.keys import public_members
 

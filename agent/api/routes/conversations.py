@@ -1,6 +1,6 @@
 """`/api/assistant/conversations` (PROTOCOL §9): create, list and search, rename, soft delete,
 restore, and the idempotent append after a stream ends. Thin: the work is in
-`agentchat.agent.conversations`."""
+`agentchat.agent.storage.conversations`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, Security, status
 
-from agentchat.agent import conversations as service
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
-from agentchat.agent.rest_models import (
+from agentchat.agent.api.models import (
     Conversation,
     ConversationCreate,
     ConversationPage,
@@ -19,6 +18,7 @@ from agentchat.agent.rest_models import (
     Message,
     MessageIn,
 )
+from agentchat.agent.storage import conversations as service
 
 router = APIRouter(prefix="/api/assistant/conversations", tags=["conversations"],
                    dependencies=[Security(BEARER)], route_class=RestRoute)

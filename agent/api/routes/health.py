@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agentchat.agent.api.deps import ServicesDep
-from agentchat.agent.llm import cached_llm_status
+from agentchat.agent.graph.model import cached_llm_status
 from agentchat.agent.metrics import REGISTRY
 
 router = APIRouter(tags=["health"])

@@ -1,5 +1,6 @@
 """`GET /api/assistant/history` (PROTOCOL §9): a conversation's messages, newest page first,
-with their tool cards and confirmation outcomes. The work is in `agentchat.agent.history`."""
+with their tool cards and confirmation outcomes. The work is in
+`agentchat.agent.storage.history`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from fastapi import APIRouter, Query, Security
 
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
-from agentchat.agent.history import read_history
-from agentchat.agent.rest_models import HistoryPage
+from agentchat.agent.api.models import HistoryPage
+from agentchat.agent.storage.history import read_history
 
 router = APIRouter(prefix="/api/assistant", tags=["history"], dependencies=[Security(BEARER)],
                    route_class=RestRoute)

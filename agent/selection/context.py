@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentchat.agent.selection_text import Token, tokenize
+from agentchat.agent.selection.text import Token, tokenize
 
 # Words that name an object of each type, as normalized word prefixes (covers inflection,
 # "dashbords" and the like). Matching a prefix of a whole word, never a substring inside one.

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from agentchat.agent.service_token import ServiceTokenProvider
+from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.catalog import Catalog
 from agentchat.tool_request import InvalidArguments, build_request
 

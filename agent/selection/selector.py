@@ -34,19 +34,19 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from agentchat.agent.embeddings import (
+from agentchat.agent.selection.context import (
+    context_object,
+    refers_to_context,
+    resolve_dashboard_refs,
+)
+from agentchat.agent.selection.embeddings import (
     Embedder,
     EmbeddingsUnavailable,
     ToolIndex,
     build_embedder,
 )
-from agentchat.agent.selection_context import (
-    context_object,
-    refers_to_context,
-    resolve_dashboard_refs,
-)
-from agentchat.agent.selection_keywords import KeywordMatcher, hits_by_tool
-from agentchat.agent.selection_text import tokenize
+from agentchat.agent.selection.keywords import KeywordMatcher, hits_by_tool
+from agentchat.agent.selection.text import tokenize
 from agentchat.catalog import Catalog, cached_catalog
 from agentchat.settings import SharedSettings
 
@@ -59,7 +59,7 @@ __all__ = [
     "resolve_dashboard_refs",
 ]
 
-log = logging.getLogger("agentchat.agent.selection")
+log = logging.getLogger("agentchat.agent.selection.selector")
 
 CAPABILITIES = "show_capabilities"
 SEARCH_DASHBOARDS = "search_dashboards"

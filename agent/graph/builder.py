@@ -36,10 +36,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
-from agentchat.agent.planner import context_message
-from agentchat.agent.planner_rules import TurnContext
-from agentchat.agent.policy_client import PolicyClient
-from agentchat.agent.tool_runtime import INVALID_ARGUMENTS, ToolRuntime, refusal_event
+from agentchat.agent.graph.offline.planner import context_message
+from agentchat.agent.graph.offline.rules import TurnContext
+from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.graph.tool_runtime import INVALID_ARGUMENTS, ToolRuntime, refusal_event
 from agentchat.catalog import Catalog
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.tool_request import InvalidArguments, validate_arguments

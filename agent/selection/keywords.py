@@ -25,7 +25,7 @@ from typing import Literal
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein, Prefix
 
-from agentchat.agent.selection_text import Token, tokenize
+from agentchat.agent.selection.text import Token, tokenize
 from agentchat.catalog import Catalog
 
 How = Literal["exact", "form", "typo"]

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentchat.agent.chat.uploads import OWNERS, RefusedFile, read_upload, upload_key
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.uploads import OWNERS, RefusedFile, read_upload, upload_key
 from agentchat.errors import AgentChatError, ErrorCode
 
 ACTIONS = {None, "confirm", "deny", "retry"}

@@ -9,17 +9,17 @@ import httpx
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
-from agentchat.agent.chat import ChatService
-from agentchat.agent.graph import GraphDeps, build_graph
-from agentchat.agent.llm import make_llm
-from agentchat.agent.policy_client import PolicyClient
-from agentchat.agent.recovery import OrphanSweeper
-from agentchat.agent.selection_adapter import TurnToolPlanner
-from agentchat.agent.service_token import ServiceTokenProvider
+from agentchat.agent.chat.recovery import OrphanSweeper
+from agentchat.agent.chat.service import ChatService
+from agentchat.agent.chat.turns import TurnRunner
+from agentchat.agent.graph.builder import GraphDeps, build_graph
+from agentchat.agent.graph.model import make_llm
+from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.graph.service_token import ServiceTokenProvider
+from agentchat.agent.graph.tool_runtime import ToolRuntime
+from agentchat.agent.selection.turn_tools import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.store import Store
-from agentchat.agent.tool_runtime import ToolRuntime
-from agentchat.agent.turns import TurnRunner
+from agentchat.agent.storage.store import Store
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.db import create_pool, migrate, resolve_database_url
 from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier

@@ -19,12 +19,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langgraph.graph.state import CompiledStateGraph
 
-from agentchat.agent.graph import TurnRuntime
+from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
-from agentchat.agent.store import STORAGE_ERRORS, Store
+from agentchat.agent.storage.store import STORAGE_ERRORS, Store
 from agentchat.errors import AgentChatError, ErrorCode
 
-log = logging.getLogger("agentchat.agent.turns")
+log = logging.getLogger("agentchat.agent.chat.turns")
 END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
 
 

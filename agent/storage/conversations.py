@@ -13,8 +13,8 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from agentchat.agent import cursors
-from agentchat.agent.store import storage_errors
+from agentchat.agent.api import cursors
+from agentchat.agent.storage.store import storage_errors
 from agentchat.errors import AgentChatError, ErrorCode
 
 COLUMNS = "c.id, c.title, c.created_at, c.last_activity_at, c.is_archived, c.archived_at"

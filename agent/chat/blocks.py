@@ -20,9 +20,9 @@ from typing import Any
 
 import gradio as gr
 
-from agentchat.agent.chat import run_chat
-from agentchat.agent.services import ServiceHolder
+from agentchat.agent.chat.stream import run_chat
 from agentchat.agent.settings import AgentSettings
+from agentchat.agent.wiring import ServiceHolder
 from agentchat.identity import DEMO_USERS
 
 EXAMPLES = [

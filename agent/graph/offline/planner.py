@@ -30,7 +30,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from agentchat.agent.planner_rules import (
+from agentchat.agent.graph.offline.rules import (
     TurnContext,
     clauses,
     intent_of,

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from agentchat.agent.service_token import ServiceTokenProvider
+from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.errors import AgentChatError, ErrorCode
 
 

@@ -17,10 +17,10 @@ import asyncio
 import contextlib
 import logging
 
-from agentchat.agent.store import Store
-from agentchat.agent.turns import TurnRunner
+from agentchat.agent.chat.turns import TurnRunner
+from agentchat.agent.storage.store import Store
 
-log = logging.getLogger("agentchat.agent.recovery")
+log = logging.getLogger("agentchat.agent.chat.recovery")
 
 
 class OrphanSweeper:

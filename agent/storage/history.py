@@ -18,9 +18,9 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from agentchat.agent import cursors
-from agentchat.agent.conversations import get_conversation
-from agentchat.agent.store import storage_errors
+from agentchat.agent.api import cursors
+from agentchat.agent.storage.conversations import get_conversation
+from agentchat.agent.storage.store import storage_errors
 
 PAGE = """
 SELECT id, conversation_id, turn_id, role, content, partial, created_at, pos

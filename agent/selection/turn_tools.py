@@ -11,12 +11,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentchat.agent.selection import Selection, ToolSelector, selector_from_settings
-from agentchat.agent.selection_context import resolve_dashboard_refs
+from agentchat.agent.selection.context import resolve_dashboard_refs
+from agentchat.agent.selection.selector import Selection, ToolSelector, selector_from_settings
 from agentchat.agent.settings import AgentSettings
 from agentchat.catalog import Catalog
 
-log = logging.getLogger("agentchat.agent.selection")
+log = logging.getLogger("agentchat.agent.selection.selector")
 PREFETCH_TOOL = "get_dashboard"
 MAX_PREFETCH = 3
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from langchain_core.language_models import BaseChatModel
 
-from agentchat.agent.planner import OfflinePlanner
+from agentchat.agent.graph.offline.planner import OfflinePlanner
 from agentchat.agent.settings import OFFLINE_OBEDIENT, AgentSettings
 
 OFFLINE = "offline"

@@ -1,0 +1,1 @@
+"""The `/chat` handler and its streaming (PROTOCOL §1-§5)."""

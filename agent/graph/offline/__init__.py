@@ -1,0 +1,1 @@
+"""The offline model: a deterministic planner behind a real BaseChatModel."""

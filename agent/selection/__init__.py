@@ -1,0 +1,1 @@
+"""Tool selection: which tools the model sees for a message (issue 7)."""

@@ -1,0 +1,1 @@
+"""The agent's own tables: conversations, turns, messages, tool calls, cards, leases."""
