@@ -12,10 +12,10 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tests/testkit/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e tests/testkit
 	touch $@
 
 js: $(JS_STAMP)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from testkit.chart import matrix, one, render
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from test_chart_support import matrix, one, render  # noqa: E402
 
 RUNS = 30
 

@@ -1,7 +1,7 @@
 """What the agent benchmarks share: a database, the stack, the bare Gradio baseline, the Node
 client (bench/js/client.mjs with the real @gradio/client), RSS sampling and percentiles.
 
-The stack is tests/stack.py's (sandbox, policy sidecar and agent as real processes); the
+The stack is tests/testkit/stack.py's (sandbox, policy sidecar and agent as real processes); the
 database is TEST_DATABASE_URL's server when set, else an embedded PostgreSQL in a temp dir.
 """
 
@@ -24,13 +24,12 @@ from typing import Any
 
 import psutil
 
+from agentchat.db import embedded_url, migrate_url
+from testkit.stack import Stack, running_stack
+from testkit.support import Service, create_database, drop_database, free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-sys.path.insert(0, str(ROOT / "tests"))
-
-from agentchat.db import embedded_url, migrate_url  # noqa: E402
-from stack import Stack, running_stack  # noqa: E402
-from support import Service, create_database, drop_database, free_port  # noqa: E402
 
 __all__ = ["ROOT", "RssSampler", "Stack", "bare_server", "bench_env", "percentile",
            "run_client", "scratch_database", "summary"]

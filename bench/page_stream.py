@@ -27,10 +27,9 @@ from typing import Any
 
 from gradio_client import Client
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from common import Stack, bench_env
 
-from common import Stack, bench_env  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PROMPT = "найди дашборды про энергопотребление"
 

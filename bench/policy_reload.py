@@ -28,7 +28,6 @@ import httpx
 import uvloop
 
 from agentchat.policy.reload import build_snapshot
-from agentchat.policy.synthetic import SHIPPED_POLICY
 from agentchat.settings import PACKAGE_DATA
 from policy_load import (
     build_request,
@@ -39,6 +38,7 @@ from policy_load import (
     process_cpu,
     sidecar,
 )
+from testkit.synthetic_policies import SHIPPED_POLICY
 
 SWAP_EVERY_S = 0.05
 EXTRA_B = "p, auditor, *, read, allow\n"

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from agentchat.catalog import load_catalog
 from agentchat.policy.engine import CheckRequest, decide
-from agentchat.policy.reference import ReferenceEnforcer
 from agentchat.policy.rules import read_folder, validate
 from agentchat.policy.snapshot import ANY_DOMAIN, Snapshot
-from agentchat.policy.synthetic import random_requests, write_synthetic
 from agentchat.settings import PACKAGE_DATA
+from testkit.policy_reference import ReferenceEnforcer
+from testkit.synthetic_policies import random_requests, write_synthetic
 
 
 def main() -> None:

@@ -25,13 +25,12 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from agentchat.identity import DevUserIssuer
+from agentchat.keys import ensure_ring, sign_service_token
+from agentchat.settings import SharedSettings
+from testkit.support import Service, free_port
 
-from agentchat.identity import DevUserIssuer  # noqa: E402
-from agentchat.keys import ensure_ring, sign_service_token  # noqa: E402
-from agentchat.settings import SharedSettings  # noqa: E402
-from support import Service, free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 Request = Callable[[httpx.AsyncClient], Any]
 

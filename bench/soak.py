@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -35,15 +34,14 @@ import httpx
 import psutil
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from agentchat.db import embedded_url
+from agentchat.sandbox.data import seed_dashboards
+from testkit.raw_chat import Outcome, RawChat
+from testkit.reliability import start_replica
+from testkit.stack import Stack, running_stack
+from testkit.support import Service, create_database, drop_database
 
-from agentchat.db import embedded_url  # noqa: E402
-from agentchat.sandbox.data import seed_dashboards  # noqa: E402
-from raw_chat import Outcome, RawChat  # noqa: E402
-from reliability_support import start_replica  # noqa: E402
-from stack import Stack, running_stack  # noqa: E402
-from support import Service, create_database, drop_database  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 ROLES = ["editor@ss-dev", "editor@ss-stage", "viewer@prod"]
 PLAIN = ["привет", "что ты умеешь?", "hello, what can you do?", "привет and echo 40 words",

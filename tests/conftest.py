@@ -20,8 +20,8 @@ from agentchat.db import embedded_url, migrate_url
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, ensure_ring
 from agentchat.settings import SharedSettings
-from stack import Stack, stack_on_own_database
-from support import create_database, drop_database
+from testkit.stack import Stack, stack_on_own_database
+from testkit.support import create_database, drop_database
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,119 @@
+"""Bad values are refused with a message naming the value: by values.schema.json (helm checks it
+on lint, template, install and upgrade) or by the chart's cross-field checks (validate.yaml)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from testkit.chart import CHART, HelmError, lint, matrix, render
+
+DEFAULT = matrix()["default"]
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    ({"agent.replicaCount": "two"}, r"/agent/replicaCount': got string, want integer"),
+    ({"agent.replicaCount": 0}, r"/agent/replicaCount': minimum"),
+    ({"agent.replicsCount": 3}, r"additional properties 'replicsCount' not allowed"),
+    ({"bogus": 1}, r"additional properties 'bogus' not allowed"),
+    ({"ingress.enabled": True}, r"/ingress/host'"),
+    ({"ingress.enabled": True, "ingress.host": "Not A Host"}, r"/ingress/host'"),
+    ({"ingress.enabled": True, "ingress.host": "a.example", "ingress.tls.enabled": True},
+     r"/ingress/tls/secretName'"),
+    ({"mode": "staging"}, r"/mode'"),
+    ({"sidecar.native": "yes"}, r"/sidecar/native': got string, want boolean"),
+    ({"serviceToken.source": "vault"}, r"/serviceToken/source'"),
+    ({"database.url": "mysql://x"}, r"/database/url'"),
+    ({"hpa.targetCPUUtilizationPercentage": 150}, r"/hpa/targetCPUUtilizationPercentage'"),
+    ({"extraConfig.DATABASE_URL": "x"}, r"'DATABASE_URL' does not match pattern '\^AGENTCHAT_"),
+    ({"agentChat.spec.serviceToken.lifetimeSecond": 60}, r"'lifetimeSecond' not allowed"),
+])
+def test_schema_refuses_bad_values(sets: dict[str, Any], message: str) -> None:
+    with pytest.raises(HelmError) as refused:
+        render(DEFAULT, sets)
+    assert "values don't meet the specifications of the schema" in str(refused.value)
+    assert re.search(message, str(refused.value)), str(refused.value)
+    # lint says the same, so CI catches it before an install does.
+    with pytest.raises(HelmError, match="schema"):
+        lint(DEFAULT, sets)
+
+
+@pytest.mark.parametrize(("files", "sets", "message"), [
+    ([], {}, "production needs database.existingSecret"),
+    ([], {"database.existingSecret": "db"}, "production needs ss-tools' public keys"),
+    (DEFAULT, {"sandbox.enabled": True}, "for mode: dev only"),
+    (DEFAULT, {"serviceToken.source": "endpoint"}, "serviceToken.endpoint.url"),
+    ([CHART / "values-dev.yaml"], {"postgresql.password": ""}, "postgresql.password is required"),
+    (DEFAULT, {"policy.existingConfigMap": "p", "policy.rules": "g"},
+     "either policy.existingConfigMap or the inline"),
+    (DEFAULT, {"catalog.existingConfigMap": "c", "catalog.inline": "version: 1"},
+     "either catalog.existingConfigMap or catalog.inline"),
+])
+def test_chart_refuses_unsafe_combinations(files: list[Path], sets: dict[str, Any],
+                                           message: str) -> None:
+    with pytest.raises(HelmError) as refused:
+        render(files, sets)
+    assert message in str(refused.value)
+
+
+def test_every_default_value_is_in_the_schema_and_documented() -> None:
+    """values.yaml, values.schema.json and the `## @param` comments describe the same keys."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    jsonschema.validate(values, schema)
+    documented = set(re.findall(r"^\s*## @param ([\w.]+)", (CHART / "values.yaml").read_text(),
+                                re.M))
+    units, every_key = _documented_units(values, schema, documented)
+    assert units - documented == set(), "values without a ## @param comment"
+    assert documented - every_key == set(), "## @param comments naming no value"
+
+
+def _documented_units(values: dict[str, Any], schema: dict[str, Any], documented: set[str],
+                      prefix: str = "") -> tuple[set[str], set[str]]:
+    """A documented key is one unit (resources, probes, spec); an undocumented object whose schema
+    lists its properties is a section whose keys must be documented one by one."""
+    units: set[str] = set()
+    every_key: set[str] = set()
+    for key, value in values.items():
+        sub = schema.get("properties", {}).get(key, {})
+        name = f"{prefix}{key}"
+        every_key.add(name)
+        if name not in documented and isinstance(value, dict) and "properties" in sub:
+            inner_units, inner_keys = _documented_units(value, sub, documented, name + ".")
+            units |= inner_units
+            every_key |= inner_keys
+        else:
+            units.add(name)
+    return units, every_key
+
+
+def test_every_schema_object_is_closed() -> None:
+    """additionalProperties: false on every object with listed properties: a typo is an error,
+    not a silently ignored value."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    open_objects: list[str] = []
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        if "properties" in node and node.get("additionalProperties") is not False:
+            open_objects.append(path)
+        for key, sub in node.get("properties", {}).items():
+            walk(sub, f"{path}.{key}")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], path + "[]")
+
+    walk(schema, "$")
+    # matchLabels selectors are closed too; "global" is helm's, passed by parent charts.
+    assert open_objects == []
+
+
+def test_values_dev_passes_the_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    for path in [CHART / "values-dev.yaml", *(CHART / "ci").glob("*-values.yaml")]:
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)

@@ -1,0 +1,198 @@
+"""Checkpoint pruning against the real PostgreSQL and the real LangGraph saver: directly,
+then through the operator (kopf against kmock), and with the database unreachable."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from test_operator_kopf import NS, cluster, conditions, operator_factory, wait_for
+
+from agentchat.db import conversation_lock, create_pool
+from agentchat.operator.pruning import Retention, prune
+from testkit.kube_emulator import KubeEmulator
+from testkit.support import free_port
+
+__all__ = ["cluster", "operator_factory"]  # fixtures re-used from the kopf tests
+
+DAY = 86400.0
+RETENTION = Retention(idle_s=3600, inactive_s=90 * DAY, archived_s=30 * DAY, batch_size=2)
+
+
+class State(TypedDict):
+    messages: Annotated[list[str], operator.add]
+
+
+def _turn(state: State) -> dict[str, Any]:
+    return {"messages": ["answer " + "x" * 200]}
+
+
+def _gate(state: State) -> dict[str, Any]:
+    # Like the agent's policy gate: the card is an interrupt, the side effect comes after it.
+    answer = interrupt({"confirm_id": "card-1", "tool": "deploy"})
+    return {"messages": [f"deploy {answer}"]}
+
+
+def chat_graph(saver: AsyncPostgresSaver) -> Any:
+    g = StateGraph(State)
+    g.add_node("turn", _turn)
+    g.add_edge(START, "turn")
+    g.add_edge("turn", END)
+    return g.compile(checkpointer=saver)
+
+
+def card_graph(saver: AsyncPostgresSaver) -> Any:
+    g = StateGraph(State)
+    g.add_node("turn", _turn)
+    g.add_node("gate", _gate)
+    g.add_edge(START, "turn")
+    g.add_edge("turn", "gate")
+    g.add_edge("gate", END)
+    return g.compile(checkpointer=saver)
+
+
+def cfg(tid: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": tid}}
+
+
+async def seed(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver) -> None:
+    now = datetime.now(UTC)
+    chat = chat_graph(saver)
+    rows = {  # id: (last activity, archived at)
+        "idle": (now - timedelta(days=2), None),
+        "fresh": (now - timedelta(minutes=5), None),
+        "old": (now - timedelta(days=100), None),
+        "archived": (now - timedelta(days=40), now - timedelta(days=35)),
+        "running": (now - timedelta(days=2), None),
+        "card": (now - timedelta(days=2), None),
+        "expired-card": (now - timedelta(days=2), None),
+    }
+    for tid, (active, archived) in rows.items():
+        await conn.execute(
+            "INSERT INTO conversations (id, owner, last_activity_at, is_archived, archived_at)"
+            " VALUES (%s, 'alice', %s, %s, %s)", (tid, active, archived is not None, archived))
+        await conn.execute("INSERT INTO messages (id, conversation_id, role, content)"
+                           " VALUES (%s, %s, 'user', 'hi')", (f"m-{tid}", tid))
+        graph = card_graph(saver) if "card" in tid else chat
+        for i in range(3 if "card" not in tid else 1):
+            await graph.ainvoke({"messages": [f"q{i}"]}, cfg(tid))
+    for tid, expires in (("card", now + timedelta(minutes=5)),
+                         ("expired-card", now - timedelta(minutes=1))):
+        await conn.execute(
+            "INSERT INTO confirmations (confirm_id, conversation_id, call_id, payload,"
+            " expires_at) VALUES (%s, %s, 'call-1', '{}', %s)", (f"c-{tid}", tid, expires))
+
+
+async def checkpoints(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+    rows = await (await conn.execute(
+        "SELECT thread_id, count(*) AS n FROM checkpoints GROUP BY thread_id")).fetchall()
+    return {r["thread_id"]: r["n"] for r in rows}  # type: ignore[call-overload,index]
+
+
+async def test_prune_keeps_cards_and_running_threads(database_url: str) -> None:
+    pool = create_pool(database_url, max_size=4)
+    await pool.open(wait=True)
+    try:
+        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        await saver.setup()
+        async with pool.connection() as conn, pool.connection() as turn_conn:
+            await seed(conn, saver)
+            before = await checkpoints(conn)
+            idle_state = (await chat_graph(saver).aget_state(cfg("idle"))).values
+            assert before["idle"] > 1
+            # A turn is running on "running": it holds the conversation lock.
+            async with conversation_lock(turn_conn, "running"):
+                report = await prune(pool, saver, RETENTION)
+            after = await checkpoints(conn)
+
+            assert report.threads_deleted == 2 and report.threads_compacted == 2
+            assert report.skipped_busy == 1
+            assert report.rows_deleted > report.checkpoints_deleted > 0
+            assert "old" not in after and "archived" not in after
+            ids = {r["id"] for r in await (await conn.execute(  # type: ignore[index]
+                "SELECT id FROM conversations")).fetchall()}
+            assert ids == {"idle", "fresh", "running", "card", "expired-card"}
+            left = await (await conn.execute(
+                "SELECT count(*) AS n FROM messages WHERE conversation_id IN ('old','archived')"
+            )).fetchone()
+            assert left["n"] == 0  # type: ignore[index]
+            assert after["idle"] == 1 and after["expired-card"] == 1
+            assert (await chat_graph(saver).aget_state(cfg("idle"))).values == idle_state
+            for untouched in ("fresh", "running", "card"):
+                assert after[untouched] == before[untouched], untouched
+
+            # The pending card is still answerable: resume runs the gate to its end.
+            graph = card_graph(saver)
+            state = await graph.aget_state(cfg("card"))
+            assert state.tasks and state.tasks[0].interrupts
+            result = await graph.ainvoke(Command(resume="confirmed"), cfg("card"))
+            assert result["messages"][-1] == "deploy confirmed"
+
+            # The turn on "running" has ended: the next run compacts it, then nothing is left.
+            again = await prune(pool, saver, RETENTION)
+            assert (again.threads_deleted, again.threads_compacted) == (0, 1)
+            assert (await checkpoints(conn))["running"] == 1
+            last = await prune(pool, saver, RETENTION)
+            assert (last.threads_deleted, last.threads_compacted) == (0, 0)
+    finally:
+        await pool.close()
+
+
+def test_operator_prunes_through_the_spec(cluster: KubeEmulator, operator_factory: Any,
+                                          database_url: str) -> None:
+    async def setup() -> None:
+        async with await psycopg.AsyncConnection.connect(
+                database_url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+            saver = AsyncPostgresSaver(conn)  # type: ignore[arg-type]
+            await saver.setup()
+            await seed(conn, saver)
+
+    asyncio.run(setup())
+    cluster.create_secret(NS, "chat-db", {"url": database_url})
+    cluster.create_agentchat(NS, "chat", {
+        "database": {"secretRef": {"name": "chat-db"}},
+        "checkpoints": {"keepLatestAfterIdleHours": 1, "batchSize": 3},
+    })
+    operator_factory()
+    cond = wait_for("Pruned", lambda: conditions(cluster, "chat").get("Pruned"))
+    assert cond["status"] == "True", cond
+    status = cluster.agentchat(NS, "chat")["status"]["prune"]
+    assert status["threadsDeleted"] == 2 and status["threadsCompacted"] == 3
+    assert status["rowsDeleted"] > 0 and status["lastRunAt"] and status["nextRunAt"]
+    assert any(e["reason"] == "Pruned" for e in cluster.events(NS))
+    # Due-checked: the next run is an hour away, so further ticks leave the status alone.
+    time.sleep(1.5)
+    assert cluster.agentchat(NS, "chat")["status"]["prune"]["lastRunAt"] == status["lastRunAt"]
+
+
+def test_unreachable_database_is_reported_and_retried(cluster: KubeEmulator,
+                                                      operator_factory: Any,
+                                                      tmp_path: Path) -> None:
+    url = f"postgresql://agent:s3cret-pw@127.0.0.1:{free_port()}/nowhere?connect_timeout=1"
+    cluster.create_secret(NS, "chat-db", {"url": url})
+    cluster.create_agentchat(NS, "chat", {"database": {"secretRef": {"name": "chat-db"}}})
+    operator_factory()
+
+    def failed_twice() -> bool:
+        obj = cluster.agentchat(NS, "chat") or {}
+        return int(((obj.get("status") or {}).get("prune") or {}).get("failures") or 0) >= 2
+
+    wait_for("two failed attempts", failed_twice, timeout=60)
+    cond = conditions(cluster, "chat")["Pruned"]
+    assert cond["status"] == "False" and cond["reason"] == "StorageUnavailable"
+    assert "STORAGE_UNAVAILABLE" in cond["message"]
+    warnings = [e for e in cluster.events(NS) if e["reason"] == "PruneFailed"]
+    assert warnings and all(e["type"] == "Warning" for e in warnings)
+    # The URL's password never leaves the operator: not in status, Events or the log.
+    assert "s3cret-pw" not in cluster.dump()
+    assert "s3cret-pw" not in "".join(p.read_text() for p in tmp_path.glob("operator-*.log"))
+    # Keys and token are unaffected by the database outage.
+    assert conditions(cluster, "chat")["Ready"]["status"] == "True"

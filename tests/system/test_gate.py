@@ -1,0 +1,249 @@
+"""The gate checks exactly what runs: a hostile model through `/chat` against the real sandbox.
+
+The model is an OpenAI-compatible server over HTTP (`tests/testkit/openai_stub.py`, as
+`ChatOpenAI` sees it) scripted to emit smuggled arguments, wrong types, extra keys, missing
+environments, duplicate and missing call ids and tools it was not offered. For each, the
+sandbox's audit shows no operation but the called tool's own (usually none), and the stream
+shows the refusal (`tool_error` with `reason: invalid_arguments`) or a card, then the model's
+answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from testkit.raw_chat import Outcome, RawChat
+from testkit.reliability import assert_consistent, audit_ok, say
+from testkit.stack import Stack
+from testkit.support import Service, start_openai_stub
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[Service]:
+    svc = start_openai_stub()
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="module")
+def agent(stack: Stack, model: Service) -> Iterator[Service]:
+    svc = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
+                            AGENTCHAT_LLM_BASE_URL=model.url + "/v1",
+                            AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_TIMEOUT_S="10",
+                            AGENTCHAT_SELECTION_EMBEDDINGS="none")
+    yield svc
+    svc.stop()
+
+
+def script(model: Service, *turns: list[dict[str, Any]]) -> None:
+    httpx.post(model.url + "/script", json={"turns": list(turns)}, timeout=5).raise_for_status()
+
+
+def seen(model: Service) -> list[dict[str, Any]]:
+    return list(httpx.get(model.url + "/seen", timeout=5).json()["seen"])
+
+
+def turn(agent: Service, token: str, text: str, tab: RawChat | None = None,
+         cid: str | None = None, action: str | None = None) -> Outcome:
+    out = say(agent, token, text, action, cid, tab=tab, timeout=60)
+    assert out.kind in ("final", "confirm_required", "error"), out.types()
+    return out
+
+
+def operations(stack: Stack) -> list[str]:
+    return [str(a["operation"]) for a in stack.audit()]
+
+
+# Each: the message (so the called tool is among those offered; no dashboard number, so no
+# prefetch runs before the scripted model), the smuggled call.
+SMUGGLED = {
+    "traversal into a deploy": (
+        "обнови датасет 5 в ss-stage",
+        {"name": "refresh_dataset", "args": {"dataset_id": "../dashboards/5/deploy#",
+                                             "env_id": "ss-stage"}}),
+    "traversal into maintenance": (
+        "обнови датасет 5 в проде",
+        {"name": "refresh_dataset", "args": {"dataset_id": "../maintenance?",
+                                             "env_id": "prod"}}),
+    "a task id reading the audit": (
+        "статус задачи task-1",
+        {"name": "get_task_status", "args": {"task_id": "../audit"}}),
+    "an encoded slash": (
+        "статус задачи task-1",
+        {"name": "get_task_status", "args": {"task_id": "task-%2F..%2Faudit"}}),
+    "a backslash": (
+        "статус задачи task-1",
+        {"name": "get_task_status", "args": {"task_id": "task-1\\..\\audit"}}),
+    "a query string": (
+        "статус задачи task-1",
+        {"name": "get_task_status", "args": {"task_id": "task-1?all=1"}}),
+    "a fragment": (
+        "статус задачи task-1",
+        {"name": "get_task_status", "args": {"task_id": "task-1#x"}}),
+    "a string for an integer": (
+        "задеплой дашборд в ss-dev",
+        {"name": "deploy_dashboard", "args": {"dashboard_id": "42", "env_id": "ss-dev"}}),
+    "an extra key": (
+        "найди дашборды про продажи в ss-dev",
+        {"name": "search_dashboards", "args": {"query": "x", "env_id": "ss-dev",
+                                               "path": "/api/audit"}}),
+    "a missing environment": (
+        "удали дашборд",
+        {"name": "delete_dashboard", "args": {"dashboard_id": 5}}),
+    "an unknown environment": (
+        "задеплой дашборд в qa",
+        {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "qa"}}),
+    "arguments that are not JSON": (
+        "задеплой дашборд в ss-dev",
+        {"name": "deploy_dashboard", "raw_args": "{\"dashboard_id\": 42, "}),
+    "a tool not offered": (
+        "что ты умеешь?",
+        {"name": "delete_dashboard", "args": {"dashboard_id": 5, "env_id": "ss-dev"}}),
+}
+
+
+@pytest.mark.parametrize("attack", list(SMUGGLED))
+def test_smuggled_calls_are_refused_and_nothing_is_sent(stack: Stack, agent: Service,
+                                                        model: Service, attack: str) -> None:
+    text, call = SMUGGLED[attack]
+    stack.reset_sandbox()
+    script(model, [{**call, "id": "call_0"}])
+    out = turn(agent, stack.token("alice"), text)
+    assert out.kind == "final", out.types()
+    errors = out.of("tool_error")
+    assert len(errors) == 1, out.types()
+    err = errors[0]
+    assert (err["tool"], err["code"], err["reason"], err["retryable"]) == (
+        call["name"], "TOOL_FAILURE", "invalid_arguments", False)
+    assert err["error"].startswith("not run:")
+    assert "tool_end" not in out.types() and "confirm_required" not in out.types()
+    # The model got the refusal and answered; nothing reached the ss-tools API.
+    assert out.events[-1]["content"].startswith("ANSWER: not run:")
+    assert operations(stack) == [], "nothing was sent"
+    assert out.conversation_id
+    assert_consistent(stack.database_url, out.conversation_id)
+
+
+def test_admin_scoped_to_one_environment_cannot_delete_without_one(
+        stack: Stack, agent: Service, model: Service) -> None:
+    """`admin@ss-dev` + delete without env_id was `allow_with_confirmation` (any environment)."""
+    stack.reset_sandbox()
+    script(model, [{"name": "delete_dashboard", "args": {"dashboard_id": 5}, "id": "x"}])
+    out = turn(agent, stack.token("dave", ["admin@ss-dev"]), "удали дашборд")
+    assert [e["reason"] for e in out.of("tool_error")] == ["invalid_arguments"]
+    assert "confirm_required" not in out.types()
+    assert operations(stack) == []
+
+
+@pytest.mark.parametrize("ids", [["call_0", "call_0"], [None, None]], ids=["repeated", "none"])
+def test_one_decision_never_covers_another_call(stack: Stack, agent: Service, model: Service,
+                                                ids: list[str | None]) -> None:
+    """A read's `allow` must not carry a prod delete that shares (or lacks) its id."""
+    stack.reset_sandbox()
+    script(model, [
+        {"name": "search_dashboards", "args": {"query": "продажи", "env_id": "prod"},
+         "id": ids[0]},
+        {"name": "delete_dashboard", "args": {"dashboard_id": 5, "env_id": "prod"},
+         "id": ids[1]}])
+    tab = RawChat(agent.url, stack.token("alice"), None)  # type: ignore[arg-type]
+    out = turn(agent, stack.token("alice"), "найди дашборды про продажи и удали дашборд в проде",
+               tab=tab)
+    assert out.kind == "confirm_required", out.types()
+    card = out.last
+    assert (card["tool_name"], card["tool_args"]) == (
+        "delete_dashboard", {"dashboard_id": 5, "env_id": "prod"})
+    assert operations(stack) == [], "nothing runs before the last card is answered"
+    cid = out.conversation_id
+    denied = turn(agent, stack.token("alice"), "__resume__", tab=tab, cid=cid, action="deny")
+    assert denied.kind == "final", denied.types()
+    starts = denied.of("tool_start")
+    assert [s["tool"] for s in starts] == ["search_dashboards"]
+    assert starts[0]["call_id"] != card["call_id"]
+    assert operations(stack) == ["search_dashboards"], "the delete never ran"
+    assert cid
+    assert_consistent(stack.database_url, cid)
+
+
+def test_identical_uncarded_writes_in_two_turns_run_twice(stack: Stack, agent: Service,
+                                                          model: Service) -> None:
+    """The model's raw `call_0` was the Idempotency-Key: the second deploy was a replay."""
+    stack.reset_sandbox()
+    call = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "ss-dev"},
+            "id": "call_0"}
+    token = stack.token("alice")
+    tab = RawChat(agent.url, token, None)  # type: ignore[arg-type]
+    script(model, [call])
+    first = turn(agent, token, "задеплой дашборд в ss-dev", tab=tab)
+    assert first.kind == "final" and first.of("tool_end"), first.types()
+    script(model, [call])
+    second = turn(agent, token, "задеплой дашборд в ss-dev ещё раз", tab=tab,
+                  cid=first.conversation_id)
+    assert second.kind == "final" and second.of("tool_end"), second.types()
+    runs = audit_ok(stack, operation="deploy_dashboard")
+    assert len(runs) == 2, runs
+    assert len({r["idempotency_key"] for r in runs}) == 2
+    assert first.of("tool_end")[0]["call_id"] != second.of("tool_end")[0]["call_id"]
+
+
+def test_tool_output_raises_the_bar_for_the_writes_after_it(stack: Stack, agent: Service,
+                                                            model: Service) -> None:
+    """An ss-dev deploy runs without a card, unless ss-tools text is already in the turn."""
+    stack.reset_sandbox()
+    token = stack.token("alice")
+    deploy = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "ss-dev"}}
+    script(model, [deploy])
+    plain = turn(agent, token, "задеплой дашборд в ss-dev")
+    assert plain.kind == "final" and plain.of("tool_end"), plain.types()
+    stack.reset_sandbox()
+    script(model, [{"name": "search_dashboards", "args": {"query": "x", "env_id": "ss-dev"}}],
+           [deploy])
+    after = turn(agent, token, "найди дашборды и задеплой дашборд в ss-dev")
+    assert after.kind == "confirm_required", after.types()
+    assert after.last["tool_name"] == "deploy_dashboard"
+    assert after.last["permission_granted"] is True
+    assert after.last["reason_code"] == "confirmation_required_untrusted"
+    assert operations(stack) == ["search_dashboards"], "the deploy waits for the owner"
+
+
+def test_resume_gates_against_the_tools_the_turn_offered(stack: Stack, agent: Service,
+                                                         model: Service) -> None:
+    """After a card is confirmed the model may call again; only the turn's offered tools run."""
+    stack.reset_sandbox()
+    token = stack.token("alice")
+    tab = RawChat(agent.url, token, None)  # type: ignore[arg-type]
+    script(model, [{"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "prod"}}],
+           [{"name": "start_migration", "args": {"dashboard_id": 42, "source_env": "ss-dev",
+                                                 "target_env": "ss-stage"}}])
+    card = turn(agent, token, "задеплой дашборд в прод", tab=tab)
+    assert card.kind == "confirm_required", card.types()
+    offered = seen(model)[0]["offered"]
+    assert "deploy_dashboard" in offered and "start_migration" not in offered
+    done = turn(agent, token, "__resume__", tab=tab, cid=card.conversation_id, action="confirm")
+    assert done.kind == "final", done.types()
+    assert [e["tool"] for e in done.of("tool_end")] == ["deploy_dashboard"]
+    assert [(e["tool"], e["reason"]) for e in done.of("tool_error")] == [
+        ("start_migration", "invalid_arguments")]
+    assert "start_migration" not in operations(stack)
+
+
+def test_a_confirmed_card_is_checked_again_with_the_token_of_now(stack: Stack,
+                                                                 agent: Service) -> None:
+    """Roles revoked while the card waited: the confirm runs nothing and says why."""
+    stack.reset_sandbox()
+    before = stack.token("erin", ["editor"])
+    tab = RawChat(stack.agent.url, before, None)  # type: ignore[arg-type]
+    card = turn(stack.agent, before, "задеплой дашборд 42 в прод", tab=tab)
+    assert card.kind == "confirm_required" and card.last["permission_granted"], card.types()
+    after = stack.token("erin", ["viewer"])  # the same user, the editor role taken away
+    tab.headers["Authorization"] = f"Bearer {after}"
+    done = turn(stack.agent, after, "__resume__", tab=tab, cid=card.conversation_id,
+                action="confirm")
+    assert [e["result"] for e in done.of("confirm_resolved")] == ["denied"]
+    assert done.kind == "final", done.types()
+    assert "tool_start" not in done.types()
+    assert "editor" in done.events[-1]["content"], "the answer names the role needed"
+    assert "deploy_dashboard" not in operations(stack), "only the prefetch read ran"

@@ -1,0 +1,142 @@
+"""Helpers the tests share: free ports, real service processes, fresh databases."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTCHAT = str(Path(sys.executable).parent / "agentchat")
+
+
+def _child_setup() -> None:
+    """In the child: its own process group, and SIGTERM when the test process dies (so a
+    killed test run leaves no services behind)."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def admin_url(server_url: str) -> str:
+    """The same server, connected to a database that always exists."""
+    return server_url
+
+
+def create_database(server_url: str, template: str | None = None) -> str:
+    """Create a uniquely named database on the server and return its URL."""
+    name = "agentchat_t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        tpl = f" TEMPLATE {template}" if template else ""
+        conn.execute(f'CREATE DATABASE "{name}"{tpl}')
+    return with_database(server_url, name)
+
+
+def drop_database(server_url: str, url: str) -> None:
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def with_database(server_url: str, dbname: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(server_url)
+    params["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+
+
+class Service:
+    """A component started as a real process (`agentchat <args>`), stopped on exit."""
+
+    def __init__(self, args: list[str], *, env: dict[str, str], port: int,
+                 ready_path: str = "/livez", log: Path | None = None,
+                 exe: list[str] | None = None) -> None:
+        self.args = args
+        self.exe = exe or [AGENTCHAT]
+        self.env = {**os.environ, **env}
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.ready_path = ready_path
+        self.log_path = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> Service:
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [*self.exe, *self.args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=ROOT, preexec_fn=_child_setup,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.args} exited with {self.proc.returncode}: "
+                                   f"{self.log_tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + self.ready_path, timeout=1).status_code < 500:
+                    return self
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"{self.args} did not answer {self.ready_path}: {self.log_tail()}")
+
+    def log_tail(self, n: int = 3000) -> str:
+        if self.log_path and self.log_path.exists():
+            return self.log_path.read_text(errors="replace")[-n:]
+        return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def __enter__(self) -> Service:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def running(args: list[str], *, env: dict[str, str], port: int, ready_path: str = "/livez",
+            log: Path | None = None) -> Iterator[Service]:
+    svc = Service(args, env=env, port=port, ready_path=ready_path, log=log)
+    svc.start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+def start_openai_stub() -> Service:
+    """The OpenAI-compatible model server (testkit/openai_stub.py) as its own process."""
+    port = free_port()
+    script = str(Path(__file__).resolve().parent / "openai_stub.py")
+    return Service([str(port)], env={}, port=port, exe=[sys.executable, script]).start()
