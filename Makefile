@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 JS_STAMP := tests/js/node_modules/.installed-stamp
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint bench soak install js browser helm clean
+.PHONY: demo test lint typecheck bench soak install js browser helm clean
 
 install: $(STAMP)
 
@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml tests/testkit/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]' -e tests/testkit
+	$(BIN)/python tools/link_tree.py
 	touch $@
 
 js: $(JS_STAMP)
@@ -37,6 +38,11 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# mypy over the product packages, through the link tree tools/link_tree.py lays out.
+typecheck: $(STAMP)
+	$(BIN)/python tools/link_tree.py >/dev/null
+	$(BIN)/mypy
 
 test: $(STAMP) $(JS_STAMP) browser
 	$(BIN)/ruff check .
