@@ -1,2 +1,12 @@
-"""The LangGraph agent and its runtime: nodes, the model, the tool runtime, the policy client
-and the service token."""
+"""The LangGraph agent and what it runs on.
+
+    builder.py        the graph: prefetch -> model -> policy -> confirm -> tools -> model ...
+    model.py          the model behind it: the offline planner or an OpenAI-compatible endpoint
+    offline/          the offline planner (a real BaseChatModel) and its rules
+    policy_client.py  the sidecar's /v1/check (docs/protocol.md §6)
+    tool_runtime.py   one catalog tool against the ss-tools API (docs/protocol.md §7)
+    service_token.py  our service JWT, from the operator's file or the ss-tools endpoint
+
+May import: agentchat (catalog, tool_request, errors). Never chat, storage or api: a node
+knows the turn only through its state and the LangGraph runtime context.
+"""

@@ -1,1 +1,6 @@
-"""The offline model: a deterministic planner behind a real BaseChatModel."""
+"""The offline model: a deterministic planner behind a real `BaseChatModel` (bind_tools, token
+streaming) that plans calls from the offered tools and the user's words and answers from tool
+results, in Russian or English. `planner.py` is the model, `rules.py` the word rules it plans by.
+
+May import: langchain_core only (and agentchat's shared helpers).
+"""
