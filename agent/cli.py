@@ -14,7 +14,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     from agentchat.agent.main import create_app
     from agentchat.agent.settings import AgentSettings
+    from agentchat.settings import report_unknown_env
 
+    # A warning per AGENTCHAT_* variable nobody reads, before the settings may refuse.
+    report_unknown_env(AgentSettings)
     overrides: dict[str, Any] = {}
     if args.host:
         overrides["host"] = args.host

@@ -1,4 +1,5 @@
-"""Settings of the agent service (env prefix AGENTCHAT_; see the README's table)."""
+"""Settings of the agent service: AGENTCHAT_AGENT_<NAME> (the convention of agentchat/settings.py;
+the old AGENTCHAT_<NAME> still works, with a warning). agent/README_settings.md lists them."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ class AgentSettings(SelectionSettings):
     port: int = 7860
     mount_path: str = "/api/agent/gradio"
 
-    # The policy sidecar and its decision budget (PROTOCOL §5: 200 ms).
+    # The policy sidecar and its decision budget (docs/protocol.md §5: 200 ms).
     policy_url: str = "http://127.0.0.1:8181"
     policy_timeout_s: float = 0.2
 
@@ -53,7 +54,7 @@ class AgentSettings(SelectionSettings):
     lease_s: float = 30.0
     confirmation_ttl_s: float = 300.0
 
-    # Input limits (PROTOCOL §1).
+    # Input limits (docs/protocol.md §1).
     max_text_bytes: int = 16 * 1024
     max_uicontext_bytes: int = 4 * 1024
     max_files: int = 5
@@ -83,7 +84,7 @@ class AgentSettings(SelectionSettings):
         # The obedient planner follows instructions found in tool output: a prompt-injection
         # test double, never a model to serve users with.
         if not self.is_dev and self.llm == OFFLINE_OBEDIENT:
-            raise ValueError(f"AGENTCHAT_LLM={OFFLINE_OBEDIENT} (a test model that obeys tool "
-                             "output) is refused outside dev; set AGENTCHAT_MODE=dev or "
+            raise ValueError(f"AGENTCHAT_AGENT_LLM={OFFLINE_OBEDIENT} (a test model that obeys "
+                             "tool output) is refused outside dev; set AGENTCHAT_MODE=dev or "
                              "choose a real model")
         return self

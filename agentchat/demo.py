@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from agentchat.settings import SharedSettings
+from agentchat.settings import SharedSettings, renamed
 
 DEMO_CLIENT_SECRET = "dev-client-secret"
 
@@ -58,16 +58,17 @@ def _run(args: argparse.Namespace) -> int:
     asyncio.run(migrate_url(url))
 
     exe = str(Path(sys.executable).parent / "agentchat")
-    env = {**os.environ, "DATABASE_URL": url, "AGENTCHAT_MODE": "dev",
+    base = renamed(os.environ)  # the agent's old variable names, if any, under the new ones
+    env = {**base, "DATABASE_URL": url, "AGENTCHAT_MODE": "dev",
            "AGENTCHAT_DATA_DIR": str(settings.data_dir),
            "AGENTCHAT_SANDBOX_CLIENT_SECRET": DEMO_CLIENT_SECRET,
-           "AGENTCHAT_SSTOOLS_URL": f"http://127.0.0.1:{args.sandbox_port}",
-           "AGENTCHAT_SERVICE_TOKEN_URL":
+           "AGENTCHAT_AGENT_SSTOOLS_URL": f"http://127.0.0.1:{args.sandbox_port}",
+           "AGENTCHAT_AGENT_SERVICE_TOKEN_URL":
                f"http://127.0.0.1:{args.sandbox_port}/api/auth/service-token",
-           "AGENTCHAT_SERVICE_CLIENT_SECRET": DEMO_CLIENT_SECRET,
-           "AGENTCHAT_POLICY_URL": "http://127.0.0.1:8181",
-           "AGENTCHAT_PLANNER_TOKEN_DELAY_S": os.environ.get(
-               "AGENTCHAT_PLANNER_TOKEN_DELAY_S", "0.03")}
+           "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": DEMO_CLIENT_SECRET,
+           "AGENTCHAT_AGENT_POLICY_URL": "http://127.0.0.1:8181",
+           "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": base.get(
+               "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S", "0.03")}
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     plan: list[tuple[str, list[str], str]] = [
         ("sandbox", ["sandbox", "--port", str(args.sandbox_port)],

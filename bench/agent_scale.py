@@ -3,7 +3,7 @@ Goals: no event lost or duplicated; p99 gap between events under 250 ms; under 2
 agent memory per conversation.
 
 The stack runs as real processes with the planner paced at 30 tokens/s (a realistic model) and
-text coalesced every AGENTCHAT_FLUSH_INTERVAL_S (default 0.05). The client is the real
+text coalesced every AGENTCHAT_AGENT_FLUSH_INTERVAL_S (default 0.05). The client is the real
 @gradio/client under Node (bench/js/client.mjs), one client per conversation, all submitting
 at once. Lost or duplicated is judged by seq and by the final text against the joined tokens
 and the expected answer. Memory is the agent process's RSS (psutil) idle after a warm-up,
@@ -108,7 +108,7 @@ def main() -> int:
     text = " ".join(f"w{i}" for i in range(opts.words))
     n = opts.conversations
     with bench_env("agent-scale",
-                   AGENTCHAT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay)) as (stack, tmp):
+                   AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay)) as (stack, tmp):
         spec = {"mode": "streams", "n": n, "expect": text, "url": stack.gradio_url,
                 "agent": True, "token": stack.token("alice"), "message": prompt}
         run_client({**spec, "n": 10})  # warm-up: selection, pools, Gradio

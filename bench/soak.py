@@ -328,8 +328,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="agentchat-soak-"))
     server = os.environ.get("TEST_DATABASE_URL") or embedded_url(tmp / "pg")
     url = create_database(server)
-    env = {"AGENTCHAT_PLANNER_TOKEN_DELAY_S": "0.033",  # a 30 tokens/s model
-           "AGENTCHAT_LEASE_S": "10", "AGENTCHAT_POLICY_TIMEOUT_S": "2.0"}
+    env = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.033",  # a 30 tokens/s model
+           "AGENTCHAT_AGENT_LEASE_S": "10", "AGENTCHAT_AGENT_POLICY_TIMEOUT_S": "2.0"}
     try:
         with running_stack(tmp / "data", url, **env) as stack:
             b, policy_b = start_replica(stack, **env)

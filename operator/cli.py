@@ -23,6 +23,11 @@ def register(subparsers: Any) -> None:
 def _cmd_operator(args: argparse.Namespace) -> int:
     import kopf
 
+    from agentchat.operator.settings import OperatorSettings
+    from agentchat.settings import report_unknown_env
+
+    # A warning per AGENTCHAT_* variable nobody reads, before the settings may refuse.
+    report_unknown_env(OperatorSettings)
     from agentchat.operator import main  # registers the handlers
 
     settings = main.SETTINGS

@@ -1,4 +1,5 @@
-"""Operator settings (environment, prefix AGENTCHAT_), on top of the shared ones."""
+"""Operator settings: AGENTCHAT_OPERATOR_<NAME> (the convention of agentchat/settings.py), on top of
+the shared ones; operator/README.md lists them."""
 
 from __future__ import annotations
 

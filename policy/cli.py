@@ -24,8 +24,13 @@ def _settings(args: argparse.Namespace) -> Any:
 def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .app import create_app
+    from agentchat.settings import report_unknown_env
 
+    from .app import create_app
+    from .settings import PolicySettings
+
+    # A warning per AGENTCHAT_* variable nobody reads, before the settings may refuse.
+    report_unknown_env(PolicySettings)
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

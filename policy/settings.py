@@ -1,4 +1,5 @@
-"""Settings of the policy sidecar (environment variables, prefix AGENTCHAT_)."""
+"""Settings of the policy sidecar: AGENTCHAT_POLICY_<NAME> (the convention of
+agentchat/settings.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from agentchat.settings import PACKAGE_DATA, SharedSettings
 
 
 class PolicySettings(SharedSettings):
-    """The shared settings plus the sidecar's own; the README lists every variable."""
+    """The shared settings plus the sidecar's own; policy/README.md lists every variable."""
 
     # model.conf, policy.csv and tests/*.yaml (a ConfigMap mounted at /etc/agentchat/policy).
     policy_dir: Path = PACKAGE_DATA / "policy"

@@ -13,7 +13,10 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
     from agentchat.errors import CatalogError
     from agentchat.sandbox.app import create_app
     from agentchat.sandbox.settings import SandboxSettings
+    from agentchat.settings import report_unknown_env
 
+    # A warning per AGENTCHAT_* variable nobody reads, before the settings may refuse.
+    report_unknown_env(SandboxSettings)
     try:
         settings = SandboxSettings()
         app = create_app(settings)

@@ -1,8 +1,9 @@
-"""Settings of the sandbox ss-tools API (AGENTCHAT_SANDBOX_*), on top of the shared ones."""
+"""Settings of the sandbox ss-tools API (AGENTCHAT_SANDBOX_<NAME>, the convention of
+agentchat/settings.py), on top of the shared ones; sandbox/README.md lists them."""
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from agentchat.settings import SharedSettings
@@ -11,31 +12,25 @@ from agentchat.settings import SharedSettings
 PLACEHOLDER_CLIENT_SECRET = "dev-client-secret"
 
 
-def _env(name: str) -> AliasChoices:
-    # The field name also works as a keyword (populate_by_name), the variable is prefixed.
-    return AliasChoices(f"AGENTCHAT_SANDBOX_{name.upper()}", name)
-
-
 class SandboxSettings(SharedSettings):
     """The stand-in ss-tools API: bind address, the service-token client, faults, task pace."""
 
     # A refused setting must not echo the environment (the client secret) into the error.
     model_config = SettingsConfigDict(hide_input_in_errors=True)
 
-    host: str = Field(default="127.0.0.1", validation_alias=_env("host"))
-    port: int = Field(default=8800, validation_alias=_env("port"))
+    host: str = "127.0.0.1"
+    port: int = 8800
     # The one client allowed to obtain service tokens at POST /api/auth/service-token; its id
     # becomes the token's `sub`, i.e. the `service_actor` of the audit.
-    client_id: str = Field(default="agentchat-agent", validation_alias=_env("client_id"))
-    client_secret: SecretStr | None = Field(default=None, validation_alias=_env("client_secret"))
+    client_id: str = "agentchat-agent"
+    client_secret: SecretStr | None = None
     # Fault injection and reset; None means "on in dev mode, off in production".
-    faults_enabled: bool | None = Field(default=None, validation_alias=_env("faults_enabled"))
+    faults_enabled: bool | None = None
     # Seconds an asynchronous task spends queued, then running, before it succeeds.
-    task_step_s: float = Field(default=1.0, ge=0, le=3600, validation_alias=_env("task_step_s"))
+    task_step_s: float = Field(default=1.0, ge=0, le=3600)
 
     # Simulated backend time of each write or destructive call (0 in tests unless asked for).
-    write_latency_s: float = Field(default=0.05, ge=0, le=60,
-                                   validation_alias=_env("write_latency_s"))
+    write_latency_s: float = Field(default=0.05, ge=0, le=60)
 
     @model_validator(mode="after")
     def _fail_closed_outside_dev(self) -> SandboxSettings:

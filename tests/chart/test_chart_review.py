@@ -72,7 +72,7 @@ def test_agent_probes_and_sidecar_on_loopback() -> None:
         command = policy[probe]["exec"]["command"]
         assert command[0] == "python" and f"http://127.0.0.1:8181{path}" in command[-1]
     env = one(render(DEFAULT), "ConfigMap", "-env")["data"]
-    assert env["AGENTCHAT_POLICY_URL"] == "http://127.0.0.1:8181"
+    assert env["AGENTCHAT_AGENT_POLICY_URL"] == "http://127.0.0.1:8181"
 
 
 def test_plain_sidecar_switch() -> None:
@@ -122,7 +122,7 @@ def test_agent_pod_mounts_follow_the_runtime_contract() -> None:
     assert env["AGENTCHAT_POLICY_DIR"] == "/etc/agentchat/policy"
     assert env["AGENTCHAT_SERVICE_JWKS_PATH"] == "/etc/agentchat/jwks/jwks.json"
     assert env["AGENTCHAT_USER_JWKS_PATH"] == "/etc/agentchat/user-jwks/jwks.json"
-    assert env["AGENTCHAT_SERVICE_TOKEN_FILE"] == "/var/run/agentchat/service-token/token"
+    assert env["AGENTCHAT_AGENT_SERVICE_TOKEN_FILE"] == "/var/run/agentchat/service-token/token"
     assert env["AGENTCHAT_DATA_DIR"].startswith("/tmp/")
 
 
@@ -145,7 +145,7 @@ def _checksums(sets: dict[str, Any], files: list[Path] | None = None) -> dict[st
     ({"identity.user.jwks.existingConfigMap": "other-jwks"}, set()),
     # Read once at start: the pods must roll.
     ({"llm.model": "openai:gpt-4o-mini"}, {"checksum/config"}),
-    ({"extraConfig.AGENTCHAT_CONFIRM_TTL_S": "600"}, {"checksum/config"}),
+    ({"extraConfig.AGENTCHAT_AGENT_CONFIRMATION_TTL_S": "600"}, {"checksum/config"}),
     ({"identity.user.audience": "other"}, {"checksum/config"}),
 ])
 def test_checksums_change_exactly_when_their_inputs_change(sets: dict[str, Any],
@@ -276,7 +276,7 @@ def test_dev_profile_runs_sandbox_and_official_postgres() -> None:
     one(docs, "Deployment", "-sandbox")
     env = one(docs, "ConfigMap", "-env")["data"]
     assert env["AGENTCHAT_MODE"] == "dev"
-    assert env["AGENTCHAT_SSTOOLS_URL"] == "http://t-agentchat-sandbox:8800"
+    assert env["AGENTCHAT_AGENT_SSTOOLS_URL"] == "http://t-agentchat-sandbox:8800"
     secret = one(docs, "Secret")
     assert set(secret["data"]) == {"database-url", "postgres-password"}
 

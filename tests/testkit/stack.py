@@ -20,7 +20,7 @@ import yaml
 
 from agentchat.identity import DEMO_USERS, DevUserIssuer
 from agentchat.keys import ensure_ring
-from agentchat.settings import PACKAGE_DATA, SharedSettings
+from agentchat.settings import PACKAGE_DATA, SharedSettings, renamed
 from testkit.support import Service, create_database, drop_database, free_port
 
 CLIENT_SECRET = "stack-test-secret"
@@ -76,17 +76,19 @@ class Stack:
     def start_agent(self, **env: str) -> Service:
         assert self.sandbox and self.policy
         port = free_port()
+        # Overrides may use the agent's old variable names: renamed() maps them to the new
+        # ones first, so they still replace these defaults.
         full = {**self.base_env(),
-                "AGENTCHAT_SSTOOLS_URL": self.sandbox.url,
-                "AGENTCHAT_SERVICE_TOKEN_URL": self.sandbox.url + "/api/auth/service-token",
-                "AGENTCHAT_SERVICE_CLIENT_SECRET": CLIENT_SECRET,
-                "AGENTCHAT_POLICY_URL": self.policy.url,
+                "AGENTCHAT_AGENT_SSTOOLS_URL": self.sandbox.url,
+                "AGENTCHAT_AGENT_SERVICE_TOKEN_URL": self.sandbox.url + "/api/auth/service-token",
+                "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": CLIENT_SECRET,
+                "AGENTCHAT_AGENT_POLICY_URL": self.policy.url,
                 # Generous on a loaded 2-core test machine; the fault tests set their own.
-                "AGENTCHAT_POLICY_TIMEOUT_S": "2.0",
+                "AGENTCHAT_AGENT_POLICY_TIMEOUT_S": "2.0",
                 # Lifted: the tests (and bench/) start many turns as one user.
-                "AGENTCHAT_MAX_CONCURRENT_RUNS_PER_USER": "100000",
-                "AGENTCHAT_MAX_SUBMITS_PER_MINUTE_PER_USER": "100000",
-                **self.agent_env, **env}
+                "AGENTCHAT_AGENT_MAX_CONCURRENT_RUNS_PER_USER": "100000",
+                "AGENTCHAT_AGENT_MAX_SUBMITS_PER_MINUTE_PER_USER": "100000",
+                **renamed(self.agent_env), **renamed(env)}
         agent = Service(["serve", "--port", str(port)], env=full, port=port,
                         log=self.data_dir / f"agent-{len(self.agents)}.log").start(timeout=90)
         self.agents.append(agent)
