@@ -19,7 +19,6 @@ from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.agent.graph.tool_runtime import ToolRuntime
 from agentchat.agent.selection.turn_tools import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage.store import Store
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.db import create_pool, migrate, resolve_database_url
 from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier
@@ -33,7 +32,6 @@ class Services:
     catalog: Catalog
     pool: AsyncConnectionPool
     http: httpx.AsyncClient
-    store: Store
     runner: TurnRunner
     chat: ChatService
     verifier: TokenVerifier
@@ -69,18 +67,17 @@ async def build_services(settings: AgentSettings) -> Services:
                           http=http, max_output_chars=settings.max_tool_output_chars),
     )
     graph = build_graph(deps).compile(checkpointer=saver)
-    store = Store(pool)
-    runner = TurnRunner(graph=graph, store=store, lease_s=settings.lease_s)
+    runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s)
     verifier = user_verifier(settings)
-    chat = ChatService(settings=settings, store=store, runner=runner, verifier=verifier,
+    chat = ChatService(settings=settings, pool=pool, runner=runner, verifier=verifier,
                        planner=TurnToolPlanner(settings, catalog), policy=deps.policy,
                        catalog=catalog)
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
-    sweeper = OrphanSweeper(store=store, runner=runner, lease_s=settings.lease_s)
+    sweeper = OrphanSweeper(pool=pool, runner=runner, lease_s=settings.lease_s)
     sweeper.start()
-    return Services(settings=settings, catalog=catalog, pool=pool, http=http, store=store,
-                    runner=runner, chat=chat, verifier=verifier, tokens=tokens,
-                    dev_issuer=dev_issuer, sweeper=sweeper)
+    return Services(settings=settings, catalog=catalog, pool=pool, http=http, runner=runner,
+                    chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
+                    sweeper=sweeper)
 
 
 class ServiceHolder:

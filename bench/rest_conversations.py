@@ -4,8 +4,8 @@ messages across 1,000 users, against a primary-key lookup in the same run.
 Seeds its own database with COPY (dropped at the end unless --keep). Owners are skewed like a
 real installation: 10 heavy users hold half the conversations (500 each, ~50,000 messages),
 the other 990 share the rest. Each request runs the very functions the routes call
-(`agentchat.agent.storage.conversations`, `agentchat.agent.storage.history`) on a pool, one at
-a time:
+(`agentchat.agent.storage.conversations`, `agentchat.agent.storage.history`, the cursor
+decoded and the next one encoded as the routes do) on a pool, one at a time:
 
 - pk: `SELECT … FROM conversations WHERE id = %s` (the baseline)
 - first_page: the list's first page (20) for a random user
@@ -43,7 +43,12 @@ from typing import Any
 
 import psycopg
 
-from agentchat.agent.api.cursors import conversation_key, decode_conversation_key, history_key
+from agentchat.agent.api.cursors import (
+    conversation_key,
+    decode_conversation_key,
+    decode_history_key,
+    history_key,
+)
 from agentchat.agent.storage import conversations, history
 from agentchat.db import create_pool, migrate
 from common import scratch_database
@@ -173,10 +178,23 @@ async def run(url: str, requests: int) -> dict[str, Any]:
                 row = await cur.fetchone()
                 deep[u] = conversation_key(row["last_activity_at"], row["id"])
 
+        # what the routes do: the cursor decoded, the storage function, the next cursor
+        async def list_page(owner: str, cursor: str | None = None,
+                            q: str | None = None) -> tuple[list[Any], str | None]:
+            after = decode_conversation_key(cursor) if cursor else None
+            items, key = await conversations.list_conversations(
+                pool, owner=owner, limit=20, after=after, q=q, include_archived=False)
+            return items, None if key is None else conversation_key(*key)
+
+        async def history_page(i: int, cursor: str | None) -> tuple[list[Any], str | None]:
+            before = decode_history_key(cursor) if cursor else None
+            items, pos = await history.read_history(
+                pool, owner=who[i % len(ids)], conversation_id=ids[i % len(ids)], limit=50,
+                before=before)
+            return items, None if pos is None else history_key(pos)
+
         def lister(user: Callable[[int], str], **kw: Any) -> Callable[[int], Awaitable[Any]]:
-            return lambda i: conversations.list_conversations(
-                pool=pool, owner=user(i), limit=20, include_archived=False,
-                **{"cursor": None, "q": None, **kw})
+            return lambda i: list_page(user(i), **kw)
 
         async def pk(i: int) -> Any:
             async with pool.connection() as conn:
@@ -195,31 +213,26 @@ async def run(url: str, requests: int) -> dict[str, Any]:
             "first_page": await measure(requests, lister(any_user)),
             "first_page_heavy": await measure(requests, lister(lambda i: heavy[i % 10])),
         }
-        results["deep_page"] = await measure(requests, lambda i: conversations.list_conversations(
-            pool=pool, owner=heavy[i % 10], limit=20, cursor=deep[heavy[i % 10]], q=None,
-            include_archived=False))
+        results["deep_page"] = await measure(
+            requests, lambda i: list_page(heavy[i % 10], cursor=deep[heavy[i % 10]]))
         results["search_common"] = await measure(requests, lister(mixed, q="дашборды"))
         results["search_common_heavy"] = await measure(
             requests, lister(lambda i: heavy[i % 10], q="dashboards"))
         results["search_rare"] = await measure(
             requests, lister(mixed, q=RARE_WORDS[rng.randrange(len(RARE_WORDS))]))
         results["search_rare_heavy"] = await measure(
-            requests, lambda i: conversations.list_conversations(
-                pool=pool, owner=heavy[i % 10], limit=20, cursor=None, include_archived=False,
-                q=RARE_WORDS[rng.randrange(len(RARE_WORDS))]))
+            requests, lambda i: list_page(heavy[i % 10],
+                                          q=RARE_WORDS[rng.randrange(len(RARE_WORDS))]))
         results["search_title"] = await measure(requests, lister(mixed, q="обслуживание plan"))
         # migration 1's worst case: a heavy user, a word common elsewhere but in none of their
         # messages (every one of their 500 conversations was checked)
         results["search_absent_heavy"] = await measure(
             requests, lister(lambda i: heavy[i % 10], q="инциденты"))
-        results["history_first"] = await measure(requests, lambda i: history.read_history(
-            pool=pool, owner=who[i % len(ids)], conversation_id=ids[i % len(ids)], limit=50,
-            cursor=None))
-        results["history_deep"] = await measure(requests, lambda i: history.read_history(
-            pool=pool, owner=who[i % len(ids)], conversation_id=ids[i % len(ids)], limit=50,
+        results["history_first"] = await measure(requests, lambda i: history_page(i, None))
+        results["history_deep"] = await measure(requests, lambda i: history_page(
             # messages are COPY'd round-robin, so conversation k's are pos k+1, k+10001, …:
             # this cursor pages to its oldest 50
-            cursor=history_key(i % len(ids) + 1 + CONVERSATIONS * 50)))
+            i, history_key(i % len(ids) + 1 + CONVERSATIONS * 50)))
 
         def q(searching: bool, after: bool = False) -> str:
             return conversations.list_query(searching=searching, include_archived=False,

@@ -18,21 +18,22 @@ import contextlib
 import logging
 
 from agentchat.agent.chat.turns import TurnRunner
-from agentchat.agent.storage.store import Store
+from agentchat.agent.storage import turns as turn_records
+from agentchat.agent.storage.db import Db
 
 log = logging.getLogger("agentchat.agent.chat.recovery")
 
 
 class OrphanSweeper:
-    def __init__(self, *, store: Store, runner: TurnRunner, lease_s: float) -> None:
-        self.store = store
+    def __init__(self, *, pool: Db, runner: TurnRunner, lease_s: float) -> None:
+        self.pool = pool
         self.runner = runner
         self.lease_s = lease_s
         self.task: asyncio.Task[None] | None = None
 
     async def sweep(self) -> dict[str, int]:
         live = [t.turn_id for t in self.runner.active.values()]
-        found = await self.store.sweep_orphans(live, grace_s=self.lease_s)
+        found = await turn_records.sweep_orphans(self.pool, live, grace_s=self.lease_s)
         if found["turns"]:
             log.warning("settled %s orphaned turns (%s tool calls)", found["turns"],
                         found["calls"])

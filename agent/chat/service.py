@@ -21,7 +21,9 @@ from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.selection.turn_tools import TurnToolPlanner
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage.store import Store, storage_errors
+from agentchat.agent.storage import confirmations, conversations, leases
+from agentchat.agent.storage import turns as turn_records
+from agentchat.agent.storage.db import Db, connection, not_found
 from agentchat.catalog import Catalog
 from agentchat.db import conversation_lock
 from agentchat.errors import AgentChatError, ErrorCode, TokenError
@@ -29,13 +31,13 @@ from agentchat.identity import Principal, TokenVerifier
 
 
 class ChatService:
-    def __init__(self, *, settings: AgentSettings, store: Store, runner: TurnRunner,
+    def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
                  verifier: TokenVerifier, planner: TurnToolPlanner, policy: PolicyClient,
                  catalog: Catalog) -> None:
         self.settings = settings
         self.policy = policy
         self.catalog = catalog
-        self.store = store
+        self.pool = pool
         self.runner = runner
         self.verifier = verifier
         self.planner = planner
@@ -58,10 +60,11 @@ class ChatService:
                 raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION
                                      if req.action != "retry" else ErrorCode.NOT_FOUND,
                                      "no conversation was given")
-            cid = str(uuid.uuid4())
-            await self.store.create_conversation(cid, principal.sub, title=req.text[:120])
-            return cid
-        conv = await self.store.owned_conversation(req.conversation_id, principal.sub)
+            conv = await conversations.create_conversation(
+                self.pool, owner=principal.sub, title=conversations.title_from(req.text))
+            return str(conv["id"])
+        conv = await conversations.get_conversation(self.pool, owner=principal.sub,
+                                                    conversation_id=req.conversation_id)
         if conv["is_archived"]:
             raise AgentChatError(ErrorCode.CONVERSATION_ARCHIVED,
                                  "the conversation is archived; restore it first")
@@ -75,13 +78,12 @@ class ChatService:
         running = self.runner.active.get(conversation_id)
         if running is not None and running.status == "running":
             raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
-        async with storage_errors(), self.store.pool.connection() as conn, \
-                conversation_lock(conn, conversation_id):
+        async with connection(self.pool) as conn, conversation_lock(conn, conversation_id):
             try:
-                taken = await self.store.take_lease(conversation_id, session,
-                                                    self.settings.lease_s, conn)
+                taken = await leases.take_lease(conn, conversation_id, session,
+                                                self.settings.lease_s)
             except psycopg.errors.ForeignKeyViolation:
-                raise AgentChatError(ErrorCode.NOT_FOUND, "no such conversation") from None
+                raise not_found() from None
         if not taken:
             raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
                                  "the conversation is open in another tab")
@@ -133,10 +135,12 @@ class ChatService:
         await self._close_orphan(conversation_id)
         runtime = await self._runtime(conversation_id, turn_id, token, req.text, req.env_id,
                                       req.uicontext)
-        await self.store.start_turn(turn_id, conversation_id, self._plan_record(runtime))
-        await self.store.add_message(message_id=message_id, conversation_id=conversation_id,
-                                     turn_id=turn_id, role="user", content=text)
-        await self.store.set_title_if_empty(conversation_id, req.text)
+        await turn_records.start_turn(self.pool, turn_id, conversation_id,
+                                      self._plan_record(runtime))
+        await turn_records.add_message(self.pool, message_id=message_id,
+                                       conversation_id=conversation_id, turn_id=turn_id,
+                                       role="user", content=text)
+        await conversations.set_title_if_empty(self.pool, conversation_id, req.text)
         graph_input = {"messages": [HumanMessage(content=text, id=message_id)],
                        "untrusted": False}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
@@ -144,17 +148,15 @@ class ChatService:
     async def _close_orphan(self, conversation_id: str) -> None:
         """Before a new message: a run that died mid-step (see recovery.py) gets its dangling
         calls answered, so the model never sees a call without a result."""
-        last = await self.store.last_turn(conversation_id)
+        last = await turn_records.last_turn(self.pool, conversation_id)
         if last is None or last["status"] not in ("running", "failed"):
             return
-        patch = await self.runner.close_dangling(
-            conversation_id, "interrupted: the agent stopped before this call finished")
-        if patch:
-            await self.runner.graph.aupdate_state(self.runner.config(conversation_id),
-                                                  {"messages": patch}, as_node="tools")
-        await self.store.close_dangling_calls(conversation_id, "error")
+        await self.runner.close_dangling(
+            conversation_id, "interrupted: the agent stopped before this call finished",
+            "error")
         if last["status"] == "running":  # we hold the lease: nobody is running it
-            await self.store.finish_turn(last["id"], "failed", str(ErrorCode.INTERNAL))
+            await turn_records.finish_turn(self.pool, last["id"], "failed",
+                                           str(ErrorCode.INTERNAL))
 
     async def _resume_orphan(self, state: Any, last: dict[str, Any], token: str,
                              conversation_id: str, session: str) -> Turn | None:
@@ -166,21 +168,21 @@ class ChatService:
         interrupts = [i for t in state.tasks for i in t.interrupts]
         if interrupts:  # died between a card's answer and the confirm step: answer it again
             card = interrupts[0].value if isinstance(interrupts[0].value, dict) else {}
-            row = await self.store.get_confirmation(str(card.get("confirm_id")))
+            row = await confirmations.get_confirmation(self.pool, str(card.get("confirm_id")))
             if row is None or row["status"] == "pending":
                 return None
             graph_input = Command(resume={"result": row["status"],
                                           "confirm_id": row["confirm_id"]})
-        await self.store.resume_turn(last["id"])
+        await turn_records.resume_turn(self.pool, last["id"])
         runtime = self._resumed_runtime(conversation_id, token, last)
         return self.runner.start(Turn(conversation_id, last["id"], session, runtime,
                                       graph_input))
 
     async def _retry(self, token: str, conversation_id: str, session: str) -> Turn:
-        last = await self.store.last_turn(conversation_id)
+        last = await turn_records.last_turn(self.pool, conversation_id)
         if last is None:
             raise AgentChatError(ErrorCode.NOT_FOUND, "there is no turn to retry")
-        state = await self.runner.graph.aget_state(self.runner.config(conversation_id))
+        state = await self.runner.state(conversation_id)
         if last["status"] in ("running", "failed"):
             resumed = await self._resume_orphan(state, last, token, conversation_id, session)
             if resumed is not None:
@@ -193,7 +195,8 @@ class ChatService:
         plan = last.get("plan") or {}
         runtime = await self._runtime(conversation_id, turn_id, token, last["user_text"],
                                       plan.get("env_id"), plan.get("uicontext"))
-        await self.store.start_turn(turn_id, conversation_id, self._plan_record(runtime))
+        await turn_records.start_turn(self.pool, turn_id, conversation_id,
+                                      self._plan_record(runtime))
         # Re-run from the turn's user message: drop what followed it, keep the message itself.
         graph_input = {"messages": [*(RemoveMessage(id=i) for i in after if i),
                                     HumanMessage(content=last["user_text"], id=human_id)],
@@ -202,26 +205,23 @@ class ChatService:
 
     async def _deny_pending(self, conversation_id: str) -> list[dict[str, Any]]:
         """A new message (or a retry) over a pending card resolves the card as denied."""
-        async with self.store.pool.connection() as conn, conversation_lock(conn, conversation_id):
-            pending = await self.store.pending_confirmation(conversation_id, conn)
-            if pending is None or not await self.store.resolve_confirmation(
-                    pending["confirm_id"], "denied", conn):
+        async with connection(self.pool) as conn, conversation_lock(conn, conversation_id):
+            pending = await confirmations.pending_confirmation(conn, conversation_id)
+            if pending is None or not await confirmations.resolve_confirmation(
+                    conn, pending["confirm_id"], "denied"):
                 return []
-        patch = await self.runner.close_dangling(conversation_id, "not run: the user denied it")
-        if patch:
-            await self.runner.graph.aupdate_state(self.runner.config(conversation_id),
-                                                  {"messages": patch}, as_node="tools")
-        await self.store.close_dangling_calls(conversation_id, "denied")
+        await self.runner.close_dangling(conversation_id, "not run: the user denied it",
+                                         "denied")
         if pending["turn_id"]:
-            await self.store.finish_turn(pending["turn_id"], "completed")
+            await turn_records.finish_turn(self.pool, pending["turn_id"], "completed")
         return [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
                  "result": "denied"}]
 
     async def _answer(self, req: ChatRequest, principal: Principal, token: str,
                       conversation_id: str, session: str) -> tuple[Turn, list[dict[str, Any]]]:
         # Answers are serialized per conversation: exactly one of two racing confirms wins.
-        async with self.store.pool.connection() as conn, conversation_lock(conn, conversation_id):
-            pending = await self.store.pending_confirmation(conversation_id, conn)
+        async with connection(self.pool) as conn, conversation_lock(conn, conversation_id):
+            pending = await confirmations.pending_confirmation(conn, conversation_id)
             if pending is None:
                 raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                      "there is no pending confirmation")
@@ -242,14 +242,15 @@ class ChatService:
                 result = "denied" if recheck["decision"] == "deny" else "confirmed"
             else:
                 result = "denied"
-            if not await self.store.resolve_confirmation(pending["confirm_id"], result, conn):
+            if not await confirmations.resolve_confirmation(conn, pending["confirm_id"],
+                                                            result):
                 raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                      "the confirmation was already answered")
-        last = await self.store.last_turn(conversation_id)
+        last = await turn_records.last_turn(self.pool, conversation_id)
         runtime = self._resumed_runtime(conversation_id, token, last)
         turn_id = pending["turn_id"] or str(uuid.uuid4())
         if pending["turn_id"]:
-            await self.store.resume_turn(turn_id)
+            await turn_records.resume_turn(self.pool, turn_id)
         graph_input = Command(resume={"result": result, "confirm_id": pending["confirm_id"],
                                       "recheck": recheck})
         turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
@@ -264,7 +265,7 @@ class ChatService:
         args = card.get("tool_args") or {}
         if tool is None:
             return {"decision": "deny", "required_role": None, "alternatives": []}
-        state = await self.runner.graph.aget_state(self.runner.config(conversation_id))
+        state = await self.runner.state(conversation_id)
         return await self.policy.check(
             user_jwt=token, tool=tool.name, arguments=args,
             environment=tool.environments_of(args)[0],

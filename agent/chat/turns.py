@@ -21,7 +21,9 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
-from agentchat.agent.storage.store import STORAGE_ERRORS, Store
+from agentchat.agent.storage import confirmations, conversations, leases
+from agentchat.agent.storage import turns as turn_records
+from agentchat.agent.storage.db import STORAGE_ERRORS, Db
 from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent.chat.turns")
@@ -53,9 +55,9 @@ class Turn:
 
 
 class TurnRunner:
-    def __init__(self, *, graph: CompiledStateGraph, store: Store, lease_s: float) -> None:
+    def __init__(self, *, graph: CompiledStateGraph, pool: Db, lease_s: float) -> None:
         self.graph = graph
-        self.store = store
+        self.pool = pool
         self.lease_s = lease_s
         self.active: dict[str, Turn] = {}
         self.background: set[asyncio.Task[None]] = set()
@@ -89,12 +91,16 @@ class TurnRunner:
     def config(self, conversation_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": conversation_id}}
 
+    async def state(self, conversation_id: str) -> Any:
+        """The thread's latest checkpoint (LangGraph's StateSnapshot)."""
+        return await self.graph.aget_state(self.config(conversation_id))
+
     async def _heartbeat(self, turn: Turn) -> None:
         while True:
             await asyncio.sleep(self.lease_s / 3)
             with contextlib.suppress(AgentChatError):
-                await self.store.extend_lease(turn.conversation_id, turn.session_id,
-                                              self.lease_s)
+                await leases.extend_lease(self.pool, turn.conversation_id, turn.session_id,
+                                          self.lease_s)
 
     async def _run(self, turn: Turn) -> None:
         beat = asyncio.create_task(self._heartbeat(turn))
@@ -117,8 +123,8 @@ class TurnRunner:
             ACTIVE_TURNS.dec()
             beat.cancel()
             with contextlib.suppress(Exception):
-                await self.store.extend_lease(turn.conversation_id, turn.session_id,
-                                              self.lease_s)
+                await leases.extend_lease(self.pool, turn.conversation_id, turn.session_id,
+                                          self.lease_s)
             if self.active.get(turn.conversation_id) is turn:
                 del self.active[turn.conversation_id]
             turn.emit(END_OF_STREAM)
@@ -148,7 +154,7 @@ class TurnRunner:
             # checkpoint existed (the soak saw half its answers re-raise the card under load).
             await self._raise_card(turn, card)
             return
-        state = await self.graph.aget_state(config)
+        state = await self.state(turn.conversation_id)
         halt = state.values.get("halt")
         if halt:
             await self._finish(turn, "failed", halt["code"])
@@ -156,19 +162,20 @@ class TurnRunner:
                        "retryable": False})
             return
         message_id = str(uuid.uuid4())
-        await self.store.add_message(message_id=message_id, conversation_id=turn.conversation_id,
-                                     turn_id=turn.turn_id, role="assistant", content=turn.text)
+        await turn_records.add_message(self.pool, message_id=message_id,
+                                       conversation_id=turn.conversation_id,
+                                       turn_id=turn.turn_id, role="assistant", content=turn.text)
         await self._finish(turn, "completed")
         turn.emit({"type": "final", "message_id": message_id, "content": turn.text})
 
     async def _raise_card(self, turn: Turn, card: dict[str, Any]) -> None:
         if turn.text:
-            await self.store.add_message(message_id=str(uuid.uuid4()),
-                                         conversation_id=turn.conversation_id,
-                                         turn_id=turn.turn_id, role="assistant",
-                                         content=turn.text)
-        await self.store.add_confirmation(
-            confirm_id=card["confirm_id"], conversation_id=turn.conversation_id,
+            await turn_records.add_message(self.pool, message_id=str(uuid.uuid4()),
+                                           conversation_id=turn.conversation_id,
+                                           turn_id=turn.turn_id, role="assistant",
+                                           content=turn.text)
+        await confirmations.add_confirmation(
+            self.pool, confirm_id=card["confirm_id"], conversation_id=turn.conversation_id,
             turn_id=turn.turn_id, call_id=card["call_id"], payload=card,
             expires_at=datetime.fromisoformat(card["expires_at"]))
         await self._finish(turn, "awaiting_confirmation")
@@ -177,55 +184,60 @@ class TurnRunner:
     async def _record_tool_event(self, turn: Turn, event: dict[str, Any]) -> None:
         kind, cid = event.get("type"), str(event.get("call_id"))
         if kind == "tool_start":
-            await self.store.tool_started(conversation_id=turn.conversation_id,
-                                          turn_id=turn.turn_id, call_id=cid,
-                                          tool=str(event["tool"]), tool_input=event["input"])
+            await turn_records.tool_started(self.pool, conversation_id=turn.conversation_id,
+                                            turn_id=turn.turn_id, call_id=cid,
+                                            tool=str(event["tool"]), tool_input=event["input"])
         elif kind == "tool_end":
-            await self.store.tool_finished(conversation_id=turn.conversation_id, call_id=cid,
-                                           outcome="ok", output=event.get("output"))
+            await turn_records.tool_finished(self.pool, conversation_id=turn.conversation_id,
+                                             call_id=cid, outcome="ok",
+                                             output=event.get("output"))
         elif kind == "tool_error":
-            await self.store.tool_finished(conversation_id=turn.conversation_id, call_id=cid,
-                                           outcome="error", error=event.get("error"),
-                                           attempts=int(event.get("retry_count", 1)))
+            await turn_records.tool_finished(self.pool, conversation_id=turn.conversation_id,
+                                             call_id=cid, outcome="error",
+                                             error=event.get("error"),
+                                             attempts=int(event.get("retry_count", 1)))
         elif kind == "tool_timeout":
-            await self.store.tool_finished(conversation_id=turn.conversation_id, call_id=cid,
-                                           outcome="timeout", error="timeout")
+            await turn_records.tool_finished(self.pool, conversation_id=turn.conversation_id,
+                                             call_id=cid, outcome="timeout", error="timeout")
 
     async def _finish(self, turn: Turn, status: str, error_code: str | None = None) -> None:
         turn.status = status
         TURNS.labels(status).inc()
-        await self.store.finish_turn(turn.turn_id, status, error_code)
-        await self.store.touch(turn.conversation_id)
+        await turn_records.finish_turn(self.pool, turn.turn_id, status, error_code)
+        await conversations.touch(self.pool, turn.conversation_id)
 
-    async def close_dangling(self, conversation_id: str, reason: str) -> list[ToolMessage]:
-        """Give every tool call of the thread's last model message a ToolMessage."""
-        config = self.config(conversation_id)
-        state = await self.graph.aget_state(config)
-        messages: list[BaseMessage] = state.values.get("messages", [])
+    async def close_dangling(self, conversation_id: str, reason: str, outcome: str,
+                             partial_text: str = "") -> None:
+        """Leave no call unanswered, in the checkpoint and in the records: every tool call of
+        the thread's last model message without a ToolMessage gets one (`reason`, status
+        error), after it the partial answer if there is one, and every call still `running`
+        in `tool_calls` gets `outcome`. After a cancel or a failure here, a run that died
+        mid-step (recovery.py), a card denied by a new message: the model never sees a call
+        without a result."""
+        messages: list[BaseMessage] = (await self.state(conversation_id)).values.get(
+            "messages", [])
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        patch = [ToolMessage(content=reason, tool_call_id=c["id"] or "", name=c["name"],
-                             status="error")
-                 for c in (last_ai.tool_calls if last_ai else []) if c["id"] not in answered]
-        return patch
-
-    async def _patch_state(self, turn: Turn, reason: str, partial_text: str) -> None:
-        patch: list[BaseMessage] = list(await self.close_dangling(turn.conversation_id, reason))
+        patch: list[BaseMessage] = [
+            ToolMessage(content=reason, tool_call_id=c["id"] or "", name=c["name"],
+                        status="error")
+            for c in (last_ai.tool_calls if last_ai else []) if c["id"] not in answered]
         if partial_text:
             patch.append(AIMessage(content=partial_text))
         if patch:
-            await self.graph.aupdate_state(self.config(turn.conversation_id),
+            await self.graph.aupdate_state(self.config(conversation_id),
                                            {"messages": patch}, as_node="tools")
+        await turn_records.close_dangling_calls(self.pool, conversation_id, outcome)
 
     async def _after_cancel(self, turn: Turn) -> None:
         # Shielded: the task is being cancelled, but the records must still be written.
         async def record() -> None:
-            await self._patch_state(turn, "cancelled by the user", turn.text)
-            await self.store.close_dangling_calls(turn.conversation_id, "cancelled")
-            await self.store.add_message(message_id=str(uuid.uuid4()),
-                                         conversation_id=turn.conversation_id,
-                                         turn_id=turn.turn_id, role="assistant",
-                                         content=turn.text, partial=True)
+            await self.close_dangling(turn.conversation_id, "cancelled by the user",
+                                      "cancelled", turn.text)
+            await turn_records.add_message(self.pool, message_id=str(uuid.uuid4()),
+                                           conversation_id=turn.conversation_id,
+                                           turn_id=turn.turn_id, role="assistant",
+                                           content=turn.text, partial=True)
             await self._finish(turn, "partial", "CANCELLED")
 
         try:
@@ -237,13 +249,13 @@ class TurnRunner:
         message_id = str(uuid.uuid4())  # one id, so a retried record adds the message once
 
         async def record() -> None:
-            await self._patch_state(turn, f"not completed: {err.code}", "")
-            await self.store.close_dangling_calls(turn.conversation_id, "error")
+            await self.close_dangling(turn.conversation_id, f"not completed: {err.code}",
+                                      "error")
             if turn.text:
-                await self.store.add_message(message_id=message_id,
-                                             conversation_id=turn.conversation_id,
-                                             turn_id=turn.turn_id, role="assistant",
-                                             content=turn.text, partial=True)
+                await turn_records.add_message(self.pool, message_id=message_id,
+                                               conversation_id=turn.conversation_id,
+                                               turn_id=turn.turn_id, role="assistant",
+                                               content=turn.text, partial=True)
             await self._finish(turn, "failed", str(err.code))
 
         try:

@@ -1,1 +1,25 @@
-"""The agent's own tables: conversations, turns, messages, tool calls, cards, leases."""
+"""The agent's own tables (`agentchat/migrations.py`), one storage layer for /chat and REST.
+
+- `db.py`: the query helper (`fetch_one`, `fetch_all`, `execute`, `connection`) on a pool or
+  a connection; outages become STORAGE_UNAVAILABLE; `not_found()`.
+- `conversations.py` (conversations, conversation_terms): create, get, rename, archive,
+  restore, list and search; the title rule (`title_from`); activity (`touch`).
+- `turns.py` (turns, messages, tool_calls): a turn's record, the orphan sweep, the REST
+  append, closing the calls left running.
+- `confirmations.py` (confirmations): the cards, pending and resolved.
+- `leases.py` (leases): the multi-tab gate, and the owner's lease for `/active`.
+- `history.py` (reads messages, turns, tool_calls, confirmations): history pages and which
+  message each card hangs on.
+- `store.py`: only re-exports `STORAGE_ERRORS` for `agent/main.py`.
+
+Rules: functions take `db` (the pool, or the connection the caller holds) first; SQL is an
+UPPER_SNAKE constant next to the function that runs it. Every statement a user reaches with a
+conversation id names the owner in its SQL (`WHERE id = %(id)s AND owner = %(owner)s`): another
+user's conversation is NOT_FOUND like a missing one, never fetched and compared in Python. A
+turn's own writes then use the id that check returned. Rows are plain dicts; keys, not cursors,
+go in and out (the API encodes them). The per-conversation advisory lock is
+`agentchat.db.conversation_lock` (the pruner shares it).
+
+Imports: psycopg, `agentchat.errors` and each other only; nothing from `chat/`, `graph/` or
+`api/`.
+"""

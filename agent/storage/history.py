@@ -15,12 +15,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
-
-from agentchat.agent.api import cursors
 from agentchat.agent.storage.conversations import get_conversation
-from agentchat.agent.storage.store import storage_errors
+from agentchat.agent.storage.db import Db, Row, connection, fetch_all
 
 PAGE = """
 SELECT id, conversation_id, turn_id, role, content, partial, created_at, pos
@@ -59,21 +55,15 @@ SELECT confirm_id, turn_id, call_id, payload AS card, payload->>'tool_name' AS t
 """
 
 
-async def _all(conn: AsyncConnection[Any], sql: str,
-               params: dict[str, Any]) -> list[dict[str, Any]]:
-    cur = await conn.execute(sql, params)  # type: ignore[arg-type]
-    rows: list[dict[str, Any]] = await cur.fetchall()  # type: ignore[assignment]
-    return rows
-
-
-async def read_history(*, pool: AsyncConnectionPool, owner: str, conversation_id: str,
-                       limit: int, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
-    """One page (oldest first within it) and the cursor of the next, older page."""
-    await get_conversation(pool=pool, owner=owner, conversation_id=conversation_id)
-    before = cursors.decode_history_key(cursor) if cursor else None
+async def read_history(db: Db, *, owner: str, conversation_id: str, limit: int,
+                       before: int | None = None) -> tuple[list[Row], int | None]:
+    """One page (oldest first within it) of the messages before position `before`, and the
+    position the next, older page ends before (None at the start of the conversation)."""
     params: dict[str, Any] = {"id": conversation_id, "limit": limit + 1, "before": before}
-    async with storage_errors(), pool.connection() as conn:
-        rows = await _all(conn, PAGE.format(after=BEFORE_POS if cursor else ""), params)
+    async with connection(db) as conn:
+        await get_conversation(conn, owner=owner, conversation_id=conversation_id)
+        rows = await fetch_all(conn, PAGE.format(after="" if before is None else BEFORE_POS),
+                               params)
         more = len(rows) > limit
         page = list(reversed(rows[:limit]))
         if page:
@@ -81,27 +71,26 @@ async def read_history(*, pool: AsyncConnectionPool, owner: str, conversation_id
     for msg in page:
         msg.setdefault("tool_calls", [])
         msg.setdefault("confirmations", [])
-    next_cursor = cursors.history_key(page[0]["pos"]) if more else None
-    return page, next_cursor
+    return page, (int(page[0]["pos"]) if more else None)
 
 
-async def _attach_cards(conn: AsyncConnection[Any], conversation_id: str,
-                        page: list[dict[str, Any]], before: int | None) -> None:
+async def _attach_cards(conn: Db, conversation_id: str, page: list[Row],
+                        before: int | None) -> None:
     newer_at: datetime | None = None
     if before is not None:
-        nxt = await _all(conn, NEXT_NEWER, {"id": conversation_id, "before": before})
+        nxt = await fetch_all(conn, NEXT_NEWER, {"id": conversation_id, "before": before})
         newer_at = nxt[0]["created_at"] if nxt else None
     turns = list(dict.fromkeys(m["turn_id"] for m in page if m["turn_id"]))
-    loose = await _all(conn, MESSAGELESS_TURNS, {"id": conversation_id,
+    loose = await fetch_all(conn, MESSAGELESS_TURNS, {"id": conversation_id,
                                                  "from": page[0]["created_at"],
                                                  "to": newer_at})
     all_turns = turns + [t["id"] for t in loose]
     if not all_turns:
         return
     params = {"id": conversation_id, "turns": all_turns}
-    turn_messages = await _all(conn, TURN_MESSAGES, {"turns": turns}) if turns else []
-    calls = await _all(conn, TOOL_CALLS, params)
-    cards = await _all(conn, CONFIRMATIONS, params)
+    turn_messages = await fetch_all(conn, TURN_MESSAGES, {"turns": turns}) if turns else []
+    calls = await fetch_all(conn, TOOL_CALLS, params)
+    cards = await fetch_all(conn, CONFIRMATIONS, params)
 
     by_turn: dict[str, list[dict[str, Any]]] = {}
     for m in turn_messages:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.chat.inputs import UIContext
 from agentchat.agent.graph.model import cached_llm_status
+from agentchat.agent.storage import leases
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.keys import public_members
 
@@ -50,8 +51,8 @@ async def jwks(services: ServicesDep) -> dict[str, Any]:
 async def active(conversation_id: str, user: CurrentUser,
                  services: ServicesDep) -> ActiveState:
     """Whether another tab holds the conversation (PROTOCOL §4), so a second tab can wait."""
-    await services.store.owned_conversation(conversation_id, user.sub)
-    lease = await services.store.lease(conversation_id)
+    lease = await leases.owned_lease(services.pool, owner=user.sub,
+                                     conversation_id=conversation_id)
     running = conversation_id in services.runner.active
     if lease is None:
         return ActiveState(active=running, until=None)

@@ -1,6 +1,7 @@
 """`/api/assistant/conversations` (PROTOCOL §9): create, list and search, rename, soft delete,
 restore, and the idempotent append after a stream ends. Thin: the work is in
-`agentchat.agent.storage.conversations`."""
+`agentchat.agent.storage.conversations` (the append in `agentchat.agent.storage.turns`); the
+route turns cursors into keys and back."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, Security, status
 
+from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import (
@@ -18,7 +20,8 @@ from agentchat.agent.api.models import (
     Message,
     MessageIn,
 )
-from agentchat.agent.storage import conversations as service
+from agentchat.agent.storage import conversations
+from agentchat.agent.storage import turns as turn_records
 
 router = APIRouter(prefix="/api/assistant/conversations", tags=["conversations"],
                    dependencies=[Security(BEARER)], route_class=RestRoute)
@@ -30,8 +33,8 @@ async def create_conversation(user: CurrentUser, services: ServicesDep,
                               body: ConversationCreate | None = None) -> dict[str, Any]:
     """A new conversation; its `id` is the `conversation_id` (thread_id) `/chat` takes. With no
     title, the first user message names it."""
-    return await service.create_conversation(pool=services.pool, owner=user.sub,
-                                             title=body.title if body else "")
+    return await conversations.create_conversation(services.pool, owner=user.sub,
+                                                   title=body.title if body else "")
 
 
 @router.get("", response_model=ConversationPage,
@@ -47,18 +50,21 @@ async def list_conversations(
     include_archived: bool = False,
 ) -> dict[str, Any]:
     """The caller's conversations, newest activity first."""
-    items, next_cursor = await service.list_conversations(
-        pool=services.pool, owner=user.sub, limit=limit, cursor=cursor, q=q,
+    after = cursors.decode_conversation_key(cursor) if cursor else None
+    items, next_key = await conversations.list_conversations(
+        services.pool, owner=user.sub, limit=limit, after=after, q=q,
         include_archived=include_archived)
-    return {"items": items, "next_cursor": next_cursor}
+    return {"items": items,
+            "next_cursor": None if next_key is None else cursors.conversation_key(*next_key)}
 
 
 @router.patch("/{conversation_id}", response_model=Conversation,
               responses=error_responses(400, 401, 404, 422, 503))
 async def rename_conversation(conversation_id: str, body: ConversationRename,
                               user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
-    return await service.rename_conversation(pool=services.pool, owner=user.sub,
-                                             conversation_id=conversation_id, title=body.title)
+    return await conversations.rename_conversation(services.pool, owner=user.sub,
+                                                   conversation_id=conversation_id,
+                                                   title=body.title)
 
 
 @router.delete("/{conversation_id}", response_model=Conversation,
@@ -67,16 +73,16 @@ async def archive_conversation(conversation_id: str, user: CurrentUser,
                                services: ServicesDep) -> dict[str, Any]:
     """Soft delete (`is_archived = true`): hidden from the list, turns refused with
     CONVERSATION_ARCHIVED, history still readable; `restore` undoes it."""
-    return await service.archive_conversation(pool=services.pool, owner=user.sub,
-                                              conversation_id=conversation_id)
+    return await conversations.archive_conversation(services.pool, owner=user.sub,
+                                                    conversation_id=conversation_id)
 
 
 @router.post("/{conversation_id}/restore", response_model=Conversation,
              responses=error_responses(401, 404, 503))
 async def restore_conversation(conversation_id: str, user: CurrentUser,
                                services: ServicesDep) -> dict[str, Any]:
-    return await service.restore_conversation(pool=services.pool, owner=user.sub,
-                                              conversation_id=conversation_id)
+    return await conversations.restore_conversation(services.pool, owner=user.sub,
+                                                    conversation_id=conversation_id)
 
 
 @router.post("/{conversation_id}/messages", status_code=status.HTTP_201_CREATED,
@@ -87,8 +93,8 @@ async def append_message(conversation_id: str, body: MessageIn, user: CurrentUse
                          services: ServicesDep, response: Response) -> dict[str, Any]:
     """Append after stream_end: 201 when stored, 200 when a message with this `id` (the
     client's, or the final event's `message_id`) is already there, which is left unchanged."""
-    message, created = await service.append_message(
-        pool=services.pool, owner=user.sub, conversation_id=conversation_id,
+    message, created = await turn_records.append_message(
+        services.pool, owner=user.sub, conversation_id=conversation_id,
         message_id=body.id, role=body.role, content=body.content)
     if not created:
         response.status_code = status.HTTP_200_OK

@@ -1,6 +1,6 @@
 """`GET /api/assistant/history` (PROTOCOL §9): a conversation's messages, newest page first,
 with their tool cards and confirmation outcomes. The work is in
-`agentchat.agent.storage.history`."""
+`agentchat.agent.storage.history`; the route turns cursors into keys and back."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Security
 
+from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import HistoryPage
@@ -27,7 +28,9 @@ async def history(
                                         description="next_cursor of the previous page")] = None,
 ) -> dict[str, Any]:
     """The newest `limit` messages (oldest first within the page); `next_cursor` pages back."""
-    items, next_cursor = await read_history(pool=services.pool, owner=user.sub,
-                                            conversation_id=conversation_id, limit=limit,
-                                            cursor=cursor)
-    return {"items": items, "next_cursor": next_cursor}
+    before = cursors.decode_history_key(cursor) if cursor else None
+    items, next_pos = await read_history(services.pool, owner=user.sub,
+                                         conversation_id=conversation_id, limit=limit,
+                                         before=before)
+    return {"items": items,
+            "next_cursor": None if next_pos is None else cursors.history_key(next_pos)}
