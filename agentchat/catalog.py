@@ -120,7 +120,7 @@ class Tool(BaseModel):
         return RISK_LEVEL[self.risk]
 
     def needs_card(self, environment: str | None) -> bool:
-        """Whether a permitted call needs a human answer (PROTOCOL §3)."""
+        """Whether a permitted call needs a human answer (docs/protocol.md §3)."""
         if self.risk == "destructive":
             return True
         if self.risk == "write":

@@ -1,4 +1,4 @@
-"""Error codes of the wire contract (PROTOCOL §5) and the exceptions that carry them.
+"""Error codes of the wire contract (docs/protocol.md §5) and the exceptions that carry them.
 
     AgentChatError                 code, detail, retryable, HTTP status
     ├── TokenError                 a JWT was refused (cause: expired, bad_signature, ...)
@@ -24,7 +24,7 @@ class ErrorCode(StrEnum):
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
     TOOL_FAILURE = "TOOL_FAILURE"
     INTERNAL = "INTERNAL"
-    # PROTOCOL §10: a per-user limit (runs at once, submits a minute); try again shortly.
+    # docs/protocol.md §10: a per-user limit (runs at once, submits a minute); try again shortly.
     RATE_LIMITED = "RATE_LIMITED"
 
 
@@ -48,7 +48,7 @@ ERROR_TABLE: dict[ErrorCode, tuple[int | None, bool]] = {
 
 
 class AgentChatError(Exception):
-    """An error with a PROTOCOL §5 code; `detail` is safe to show to the user."""
+    """An error with a docs/protocol.md §5 code; `detail` is safe to show to the user."""
 
     def __init__(self, code: ErrorCode, detail: str, *, retryable: bool | None = None) -> None:
         super().__init__(f"{code}: {detail}")

@@ -1,4 +1,4 @@
-"""Service-token signing keys: a ring of Ed25519 keys in three stages (PROTOCOL §8).
+"""Service-token signing keys: a ring of Ed25519 keys in three stages (docs/protocol.md §8).
 
 `next` is published in the JWKS before it signs anything, `current` signs, `previous` only
 verifies until every token it signed has expired. The ring lives in one JSON file (a Secret

@@ -1,4 +1,4 @@
-"""Key-stage logic over agentchat.keys.KeyRing (PROTOCOL §8), pure: no I/O, time passed in.
+"""Key-stage logic over agentchat.keys.KeyRing (docs/protocol.md §8), pure: no I/O, time passed in.
 
 A key's life: **next** (published in the JWKS, signs nothing) → **current** (signs) →
 **previous** (verifies only) → gone. Each transition is due from the key's own `stage_since`:

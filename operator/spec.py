@@ -29,7 +29,7 @@ class ServiceTokenSpec(_Spec):
 class SigningKeysSpec(_Spec):
     algorithm: Literal["EdDSA"] = "EdDSA"
     rotation_interval_seconds: int = Field(default=7 * 86400, ge=1)
-    # kubelet needs up to about two minutes to update a mounted Secret (PROTOCOL §8); the
+    # kubelet needs up to about two minutes to update a mounted Secret (docs/protocol.md §8); the
     # floor (PRE_PUBLICATION_FLOOR_S) is enforced by parse_spec outside dev mode.
     pre_publication_seconds: int = Field(default=180, ge=0)
     # Unset: the token lifetime plus the verifiers' leeway.

@@ -1,11 +1,11 @@
-"""The policy sidecar's HTTP API (PROTOCOL §6): FastAPI on 127.0.0.1:8181.
+"""The policy sidecar's HTTP API (docs/protocol.md §6): FastAPI on 127.0.0.1:8181.
 
 Every POST carries the service JWT (`Authorization: Bearer`) and the user JWT (`X-User-JWT`).
 Order of checks, cheapest first: token sizes (413), service token (401), a loaded policy
 (503), body size (413), body schema (400), then the user token, whose failure is an answer,
 not an error: `deny` with `user_token_invalid:<cause>`, so the agent shows UNAUTHORIZED.
 Bodies are parsed with pydantic directly rather than through FastAPI's body binding, so the
-size limit applies before parsing and schema errors are 400 with PROTOCOL §5's shape.
+size limit applies before parsing and schema errors are 400 with docs/protocol.md §5's shape.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class PermissionsBody(BaseModel):
 
 
 class Refused(Exception):
-    """Stops a request with an HTTP error in PROTOCOL §5's `{code, detail}` shape."""
+    """Stops a request with an HTTP error in docs/protocol.md §5's `{code, detail}` shape."""
 
     def __init__(self, status: int, code: ErrorCode, detail: str) -> None:
         self.status, self.code, self.detail = status, code, detail

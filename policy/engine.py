@@ -1,6 +1,6 @@
 """Decisions: a snapshot's verdict plus the catalog's risk, confirmation and alternatives.
 
-One answer per tool call, shaped one to one like the `confirm_required` card (003, PROTOCOL §3):
+One answer per tool call, shaped one to one like the `confirm_required` card (docs/protocol.md §3):
 `allow` runs, `allow_with_confirmation` needs a card, `deny` is a permission-denied card (or,
 for a user-token reason, UNAUTHORIZED). Everything fails closed: an unknown tool or environment
 is denied, a tool without risk counts as destructive, and any error while deciding is a deny.

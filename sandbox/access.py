@@ -2,7 +2,7 @@
 
 Every /api route but the token endpoint needs `Authorization: Bearer <service JWT>` and
 `X-User-JWT: <user JWT>`; either refused is 401 and nothing is audited (the caller is unknown).
-Roles are `role` (every environment) or `role@env` (PROTOCOL §6): read needs viewer, editor or
+Roles: `role` (every environment) or `role@env` (docs/protocol.md §6): read needs viewer, editor or
 admin; write needs editor or admin; destructive needs admin. A migration needs read on its
 source and write on its target.
 """

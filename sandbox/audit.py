@@ -1,4 +1,4 @@
-"""The audit log: one record per request that got past authentication (PROTOCOL §7).
+"""The audit log: one record per request that got past authentication (docs/protocol.md §7).
 
 `{ts, service_actor, user_actor, operation, env, args, outcome, idempotency_key}`, oldest
 first; outcome is "ok", "error", "forbidden", "replayed" or "not_found". Tests and the agent's

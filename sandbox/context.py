@@ -14,7 +14,7 @@ from agentchat.sandbox.world import World
 
 
 class OpError(Exception):
-    """An operation refused or failed: HTTP status, PROTOCOL §5 code and the audit outcome."""
+    """An operation refused or failed: HTTP status, docs/protocol.md §5 code, audit outcome."""
 
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)

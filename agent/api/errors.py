@@ -1,5 +1,6 @@
 """What the REST routes declare about auth and errors, so the OpenAPI schema is complete:
-the bearer scheme, and `{code, detail}` (PROTOCOL §5) for every error status a route can give.
+the bearer scheme, and `{code, detail}` (docs/protocol.md §5) for every error status a route
+can give.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bodies of the Conversations REST API (PROTOCOL §9), shared by the routes and the OpenAPI
+"""Bodies of the Conversations REST API (docs/protocol.md §9), shared by the routes and the OpenAPI
 schema that schemathesis checks the responses against.
 
 Strings that reach PostgreSQL carry a `pattern` refusing NUL: text columns cannot hold it, and
@@ -29,7 +29,7 @@ Role = Literal["user", "assistant"]
 
 
 class ErrorBody(BaseModel):
-    """Every REST error (PROTOCOL §5)."""
+    """Every REST error (docs/protocol.md §5)."""
 
     code: ErrorCode
     detail: str

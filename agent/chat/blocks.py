@@ -1,4 +1,4 @@
-"""The Gradio app mounted at /api/agent/gradio: the `/chat` API (PROTOCOL §1–§2) and a built-in
+"""The Gradio app mounted at /api/agent/gradio: the `/chat` API (docs/protocol.md §1–§2), a built-in
 page for people who open it in a browser.
 
 `/chat` is a `gr.api` endpoint, so its seven inputs keep their names and defaults for both

@@ -1,4 +1,4 @@
-"""The `/chat` inputs (PROTOCOL §1): parse, apply the message-level fields, check limits."""
+"""The `/chat` inputs (docs/protocol.md §1): parse, apply the message-level fields, check limits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a `/chat` submit does (PROTOCOL §1–§4): which conversation, the multi-tab lease, and
+"""What a `/chat` submit does (docs/protocol.md §1–§4): which conversation, the multi-tab lease, and
 which kind of submit it is (a message, a card's answer, a retry), started as a turn.
 
 `stream.py` turns what the turn emits into the events the client sees.
@@ -71,7 +71,7 @@ class ChatService:
         return str(conv["id"])
 
     async def take_lease(self, conversation_id: str, session: str) -> None:
-        """The multi-tab gate (PROTOCOL §4). Taken under the conversation's lock, so the
+        """The multi-tab gate (docs/protocol.md §4). Taken under the conversation's lock, so the
         pruner (which checks leases under the same lock) never deletes a thread being used."""
         # A turn that has sent its last event (final, card, error) may still be writing its
         # records: the next submit is not busy (a follow-up right after the final got BUSY).

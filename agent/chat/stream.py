@@ -1,4 +1,4 @@
-"""The `/chat` stream (PROTOCOL §2, §5): one submit's events as ChatMessage dicts.
+"""The `/chat` stream (docs/protocol.md §2, §5): one submit's events as ChatMessage dicts.
 
 Every event carries `seq` (1, 2, 3… within one submit) and `conversation_id`; text is
 coalesced per conversation so a stream keeps the model's pace under load (ARCHITECTURE,
@@ -23,7 +23,7 @@ from agentchat.identity import bearer
 
 def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
                text: str) -> dict[str, Any]:
-    """One PROTOCOL §2 ChatMessage dict."""
+    """One docs/protocol.md §2 ChatMessage dict."""
     kind = event["type"]
     meta = {k: v for k, v in event.items() if k not in ("type", "content")}
     meta.update(seq=seq, conversation_id=conversation_id)

@@ -1,6 +1,6 @@
-"""A turn runs as a server-side task that outlives the connection (PROTOCOL §4).
+"""A turn runs as a server-side task that outlives the connection (docs/protocol.md §4).
 
-The task drives the graph, converts what it streams into PROTOCOL §2 events, records the turn
+The task drives the graph, turns what it streams into docs/protocol.md §2 events, records the turn
 as it happens, and hands events to whoever is listening. A dropped connection only detaches
 the listener; a cancel stops the task, keeps the partial answer and closes dangling calls.
 """

@@ -163,7 +163,7 @@ class GradioFileGuard:
 
     Gradio checks FileData paths only for launched apps, and a mounted app is never launched;
     main.py turns that check on, and this guard answers the request itself, before the queue,
-    with the PROTOCOL §5 shape, so no path outside the upload folder is ever opened."""
+    with the docs/protocol.md §5 shape, so no path outside the upload folder is ever opened."""
 
     def __init__(self, app: ASGIApp, *, mount_path: str,
                  user_of: Callable[[Headers], str | None]) -> None:

@@ -1,4 +1,4 @@
-"""The agent's side of PROTOCOL §6: ask the policy sidecar about one tool call."""
+"""The agent's side of docs/protocol.md §6: ask the policy sidecar about one tool call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where the agent's service JWT comes from (PROTOCOL §8).
+"""Where the agent's service JWT comes from (docs/protocol.md §8).
 
 - a file (the operator's Secret mounted as a folder), re-read when it changes;
 - or the ss-tools endpoint `POST /api/auth/service-token`, refreshed before expiry;

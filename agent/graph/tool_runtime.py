@@ -1,4 +1,4 @@
-"""Running one catalog tool against the ss-tools API (PROTOCOL §2, §7).
+"""Running one catalog tool against the ss-tools API (docs/protocol.md §2, §7).
 
 Both tokens on every call, `Idempotency-Key` on write and destructive calls, the tool's own
 timeout (a timed-out attempt ends the call with `tool_timeout`, never retried), transient
@@ -30,7 +30,7 @@ Emit = Callable[[dict[str, Any]], None]
 
 
 def refusal_event(tool: str, call_id: str, error: str) -> dict[str, Any]:
-    """The one outcome of a call refused before anything was sent (PROTOCOL §10)."""
+    """The one outcome of a call refused before anything was sent (docs/protocol.md §10)."""
     return {"type": "tool_error", "tool": tool, "call_id": call_id, "error": error,
             "code": "TOOL_FAILURE", "reason": INVALID_ARGUMENTS, "retryable": False,
             "retry_count": 0, "retry_exhausted": False, "timeout": False}

@@ -1,4 +1,4 @@
-"""Leases: the multi-tab gate (PROTOCOL §4). One Gradio session holds a conversation for
+"""Leases: the multi-tab gate (docs/protocol.md §4). One Gradio session holds a conversation for
 `lease_s`, renewed by its running turn every `lease_s / 3`; the pruner and the orphan sweep
 read them too.
 

@@ -1,6 +1,6 @@
 """Keys and token for one AgentChat: publish the JWKS, rotate the ring, renew the token.
 
-Order matters (PROTOCOL §8): the public JWKS (Secret for the pods, ConfigMap for ss-tools) is
+Order matters (docs/protocol.md §8): the public JWKS (Secret for pods, ConfigMap for ss-tools) is
 written from the planned ring *before* the private ring, and the token is minted last, with a
 key that is already published. A failure at any step leaves a JWKS that still holds every
 key that can sign or has live tokens; the retry recomputes the plan from the stored ring.

@@ -50,7 +50,7 @@ async def jwks(services: ServicesDep) -> dict[str, Any]:
 @router.get("/conversations/{conversation_id}/active", response_model=ActiveState)
 async def active(conversation_id: str, user: CurrentUser,
                  services: ServicesDep) -> ActiveState:
-    """Whether another tab holds the conversation (PROTOCOL §4), so a second tab can wait."""
+    """Whether another tab holds the conversation (docs/protocol.md §4): a second tab waits."""
     lease = await leases.owned_lease(services.pool, owner=user.sub,
                                      conversation_id=conversation_id)
     running = conversation_id in services.runner.active

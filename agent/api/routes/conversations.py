@@ -1,4 +1,4 @@
-"""`/api/assistant/conversations` (PROTOCOL §9): create, list and search, rename, soft delete,
+"""`/api/assistant/conversations` (docs/protocol.md §9): create, list, search, rename, soft delete,
 restore, and the idempotent append after a stream ends. Thin: the work is in
 `agentchat.agent.storage.conversations` (the append in `agentchat.agent.storage.turns`); the
 route turns cursors into keys and back."""

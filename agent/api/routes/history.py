@@ -1,4 +1,4 @@
-"""`GET /api/assistant/history` (PROTOCOL §9): a conversation's messages, newest page first,
+"""`GET /api/assistant/history` (docs/protocol.md §9): a conversation's messages, newest page first,
 with their tool cards and confirmation outcomes. The work is in
 `agentchat.agent.storage.history`; the route turns cursors into keys and back."""
 
