@@ -1,45 +1,231 @@
-"""The README documents what a platform engineer needs: the two-command quick start and
-every setting of every component."""
+"""The docs and the code say the same thing.
+
+- The README: the two-command quick start; only the shared settings, and a link to each
+  component's settings.
+- Every setting of every component (derived from the settings classes, by the naming
+  convention) is in its component's README table, and every name in those tables is a setting.
+- docs/protocol.md: the event types and their metadata fields (derived from the event dicts
+  the agent's code builds), the error codes (`ErrorCode`, with `ERROR_TABLE`'s HTTP status and
+  retryability) and the REST routes (the agent app's routes, from `create_app` without starting
+  it) are exactly what the code has, both ways.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 from pydantic_settings import BaseSettings
 
 from agentchat.agent.settings import AgentSettings
+from agentchat.errors import ERROR_TABLE, ErrorCode
 from agentchat.operator.settings import OperatorSettings
 from agentchat.policy.settings import PolicySettings
 from agentchat.sandbox.settings import SandboxSettings
-from agentchat.settings import SharedSettings
+from agentchat.settings import SharedSettings, component_of, env_names
 from testkit.support import ROOT
 
 README = (ROOT / "README.md").read_text()
+PROTOCOL = (ROOT / "docs" / "protocol.md").read_text()
+
+# Where each class's own settings are listed: (class, file, heading of the table's section;
+# None for the whole file).
+SETTINGS_TABLES: dict[str, tuple[type[BaseSettings], Path, str | None]] = {
+    "shared": (SharedSettings, ROOT / "README.md", "## Settings"),
+    "agent": (AgentSettings, ROOT / "agent" / "README_settings.md", None),
+    "policy": (PolicySettings, ROOT / "policy" / "README.md", "## Settings"),
+    "operator": (OperatorSettings, ROOT / "operator" / "README.md", "## Settings"),
+    "sandbox": (SandboxSettings, ROOT / "sandbox" / "README.md", "## Settings"),
+}
+NAME = re.compile(r"`((?:AGENTCHAT_[A-Z0-9_]+)|DATABASE_URL)`")
 
 
-def env_names(cls: type[BaseSettings]) -> list[str]:
-    prefix = cls.model_config.get("env_prefix", "")
-    out = []
-    for name, field in cls.model_fields.items():
-        alias = field.validation_alias
-        if isinstance(alias, str):
-            out.append(alias.upper())
-        elif alias is not None and hasattr(alias, "choices"):
-            out.append(str(alias.choices[0]).upper())
-        else:
-            out.append((prefix + name).upper())
-    return out
+# -- helpers -------------------------------------------------------------------------------
 
+def section(text: str, heading: str) -> str:
+    """From `heading` to the next heading of the same or a higher level."""
+    level = heading.split(" ", 1)[0]
+    start = text.index(heading + "\n") if heading + "\n" in text else text.index(heading)
+    rest = text[start + len(heading):]
+    m = re.search(rf"\n#{{1,{len(level)}}} ", rest)
+    return rest[: m.start()] if m else rest
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row (header and separator rows dropped)."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("|") or re.fullmatch(r"\|[\s:|-]+\|", line):
+            continue
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return [r for r in rows if r and r[0] not in ("variable", "#", "code", "method",
+                                                  "`metadata.type`")]
+
+
+def documented_settings(path: Path, heading: str | None) -> set[str]:
+    text = path.read_text()
+    if heading is not None:
+        text = section(text, heading)
+    return {n for row in table_rows(text) for n in NAME.findall(row[0])}
+
+
+def own_settings(key: str, cls: type[BaseSettings]) -> set[str]:
+    names = env_names(cls)
+    if key == "shared":
+        return set(names.values())
+    return {n for f, n in names.items() if component_of(cls, f) == key}
+
+
+# -- README --------------------------------------------------------------------------------
 
 def test_quick_start_is_exactly_two_commands() -> None:
-    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    quick = section(README, "## Quick start")
+    block = re.search(r"```sh\n(.*?)```", quick, re.S)
     assert block and block.group(1).split("\n")[:-1] == ["make demo", "make test"]
 
 
-@pytest.mark.parametrize("cls", [SharedSettings, AgentSettings, PolicySettings, SandboxSettings,
-                                 OperatorSettings])
-def test_every_setting_is_documented(cls: type[BaseSettings]) -> None:
-    missing = [n for n in env_names(cls) if f"`{n}`" not in README]
-    assert not missing, f"README lacks {missing}"
+@pytest.mark.parametrize("key", sorted(SETTINGS_TABLES))
+def test_every_setting_is_in_its_components_table_and_nothing_else(key: str) -> None:
+    cls, path, heading = SETTINGS_TABLES[key]
+    code, docs = own_settings(key, cls), documented_settings(path, heading)
+    where = path.relative_to(ROOT)
+    assert not code - docs, f"{where} lacks {sorted(code - docs)}"
+    assert not docs - code, f"{where} lists {sorted(docs - code)}, which {cls.__name__} lacks"
+
+
+def test_the_readme_links_every_components_settings() -> None:
+    settings = section(README, "## Settings")
+    for key, (_, path, _) in SETTINGS_TABLES.items():
+        if key != "shared":
+            assert f"({path.relative_to(ROOT)}" in settings, f"no link to {path}"
+
+
+def test_readmes_and_comments_cite_the_contract_inside_the_repository() -> None:
+    """No `../shared/PROTOCOL.md` nor bare `PROTOCOL §N`: a clone has docs/protocol.md."""
+    bad = re.compile(r"shared/PROTOCOL|(?<!protocol\.md )\bPROTOCOL(?:\.md)? ?§")
+    found = []
+    for path in [*ROOT.glob("*.md"), *ROOT.glob("*/README*.md"), *ROOT.glob("*/*/README*.md"),
+                 *ROOT.glob("docs/*.md"), *ROOT.glob("agentchat/**/*.py"),
+                 *ROOT.glob("agent/**/*.py"), *ROOT.glob("policy/**/*.py"),
+                 *ROOT.glob("operator/**/*.py"), *ROOT.glob("sandbox/**/*.py"),
+                 *ROOT.glob("tests/**/*.py"), *ROOT.glob("bench/**/*.py")]:
+        if ".venv" in path.parts or "node_modules" in path.parts or path == Path(__file__):
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if bad.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{i}")
+    assert not found, found
+
+
+# -- protocol: events ----------------------------------------------------------------------
+
+# Dicts with a "type" key in the agent's code that are not events.
+NOT_EVENTS = {"__end__", "tool_call", "tool_call_chunk", "function", "http.request"}
+EVENT_MODULES = [*sorted((ROOT / "agent" / "chat").glob("*.py")),
+                 *sorted((ROOT / "agent" / "graph").glob("*.py"))]
+
+
+def events_in_code() -> dict[str, set[str]]:
+    """metadata.type -> fields, from every dict literal with a constant "type" the chat and
+    graph modules build, plus what `to_message` adds to all of them."""
+    found: dict[str, set[str]] = {}
+    common: set[str] = set()
+    for path in EVENT_MODULES:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+                kind = next((v.value for k, v in zip(node.keys, node.values, strict=True)
+                             if isinstance(k, ast.Constant) and k.value == "type"
+                             and isinstance(v, ast.Constant)), None)
+                if isinstance(kind, str) and kind not in NOT_EVENTS:
+                    found.setdefault(kind, set()).update(keys - {"type", "content"})
+            # stream.to_message: meta.update(seq=..., conversation_id=...)
+            if (path.name == "stream.py" and isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "meta"):
+                common |= {k.arg for k in node.keywords if k.arg}
+    assert common == {"seq", "conversation_id"}, common
+    return found
+
+
+def events_in_docs() -> dict[str, set[str]]:
+    rows = table_rows(section(PROTOCOL, "## 2. Events"))
+    out = {}
+    for row in rows:
+        kind = "final" if row[0].startswith("none") else row[0].strip("`")
+        out[kind] = set(re.findall(r"`([a-z_]+)`", row[1]))
+    return out
+
+
+def test_the_common_event_fields_are_documented() -> None:
+    intro = section(PROTOCOL, "## 2. Events").split("|", 1)[0]
+    assert "`seq`" in intro and "`conversation_id`" in intro
+
+
+def test_every_event_type_and_field_is_documented_and_nothing_else() -> None:
+    code, docs = events_in_code(), events_in_docs()
+    assert set(code) >= {"stream_token", "tool_start", "tool_end", "tool_retry", "tool_error",
+                         "tool_timeout", "confirm_required", "confirm_resolved", "error",
+                         "final"}, sorted(code)
+    assert set(code) == set(docs), (f"in code only: {sorted(set(code) - set(docs))}; "
+                                    f"in docs only: {sorted(set(docs) - set(code))}")
+    for kind in code:
+        assert code[kind] == docs[kind], (
+            f"{kind}: in code only {sorted(code[kind] - docs[kind])}, "
+            f"in docs only {sorted(docs[kind] - code[kind])}")
+
+
+# -- protocol: error codes -----------------------------------------------------------------
+
+def test_every_error_code_is_documented_with_its_status_and_retryability() -> None:
+    rows = {r[0].strip("`"): r for r in table_rows(section(PROTOCOL, "## 5. Error codes"))}
+    assert set(rows) == {str(c) for c in ErrorCode}, (
+        f"in code only: {sorted({str(c) for c in ErrorCode} - set(rows))}; "
+        f"in docs only: {sorted(set(rows) - {str(c) for c in ErrorCode})}")
+    for code, (status, retryable) in ERROR_TABLE.items():
+        row = rows[str(code)]
+        assert row[1] == (str(status) if status is not None else "—"), (code, row[1])
+        if code is not ErrorCode.TOOL_FAILURE:  # "per call": each tool_error says
+            assert row[2] == ("yes" if retryable else "no"), (code, row[2])
+
+
+def test_not_implemented_codes_are_not_in_the_table() -> None:
+    not_yet = section(PROTOCOL, "## 10. Amendments after the first release")
+    for code in ("NO_RUN", "JOIN_EXPIRED", "RUN_LOST", "AGENT_SATURATED"):
+        assert code in not_yet and code not in {str(c) for c in ErrorCode}
+
+
+# -- protocol: REST ------------------------------------------------------------------------
+
+def _shape(path: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def rest_in_code() -> set[tuple[str, str]]:
+    """The agent app's OpenAPI (built from `create_app`, never started), plus any route the
+    routers hide from the schema."""
+    from fastapi.routing import APIRoute
+
+    from agentchat.agent.api.main import api_router
+    from agentchat.agent.main import create_app
+
+    app = create_app(AgentSettings(mode="dev"))  # routes only: the lifespan never runs
+    found = {(m.upper(), _shape(path)) for path, ops in app.openapi()["paths"].items()
+             for m in ops}
+    found |= {(m, _shape(r.path)) for r in api_router.routes if isinstance(r, APIRoute)
+              for m in r.methods if m != "HEAD"}
+    assert found, "no route found: has create_app changed?"
+    return found
+
+
+def test_every_rest_route_is_documented_and_nothing_else() -> None:
+    rows = table_rows(section(PROTOCOL, "## 9. REST (agent service)"))
+    docs = {(r[0], _shape(r[1].strip("`"))) for r in rows}
+    code = rest_in_code()
+    assert code == docs, (f"in code only: {sorted(code - docs)}; "
+                          f"in docs only: {sorted(docs - code)}")
