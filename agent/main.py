@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 
+from agentchat.agent.api.errors import code_for_status, error_response
 from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
 from agentchat.agent.chat.blocks import build_blocks
@@ -44,32 +45,28 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
 
     @app.exception_handler(AgentChatError)
     async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
-        return JSONResponse(exc.to_dict(), status_code=exc.http_status)
+        return error_response(exc.http_status, exc.code, exc.detail)
 
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
         # Unknown paths, wrong methods, unparseable bodies: the same {code, detail} shape.
-        code = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN,
-                404: ErrorCode.NOT_FOUND}.get(exc.status_code, ErrorCode.INVALID_REQUEST
-                                              if exc.status_code < 500 else ErrorCode.INTERNAL)
-        return JSONResponse({"code": str(code), "detail": str(exc.detail)},
-                            status_code=exc.status_code, headers=exc.headers)
+        return error_response(exc.status_code, code_for_status(exc.status_code),
+                              str(exc.detail), exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", []))
-        return JSONResponse({"code": str(ErrorCode.INVALID_REQUEST),
-                             "detail": f"{where}: {first.get('msg', 'invalid')}"},
-                            status_code=422)
+        return error_response(422, ErrorCode.INVALID_REQUEST,
+                              f"{where}: {first.get('msg', 'invalid')}")
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, STORAGE_ERRORS):
-            return JSONResponse({"code": "STORAGE_UNAVAILABLE",
-                                 "detail": "the database is unreachable"}, status_code=503)
+            return error_response(503, ErrorCode.STORAGE_UNAVAILABLE,
+                                  "the database is unreachable")
         log.exception("unexpected error")
-        return JSONResponse({"code": "INTERNAL", "detail": "internal error"}, status_code=500)
+        return error_response(500, ErrorCode.INTERNAL, "internal error")
 
     blocks = build_blocks(holder, settings)
     # Gradio's queue runs at most `max_threads` jobs at once (40 unless launch() sets it, and

@@ -1,13 +1,33 @@
 """Error codes of the wire contract (docs/protocol.md §5) and the exceptions that carry them.
 
-    AgentChatError                 code, detail, retryable, HTTP status
+Every exception class of the product is an `AgentChatError`; the tree, with where each lives
+(the leaves stay beside the code that raises them, which keeps this module import-free):
+
+    AgentChatError                 code, detail, retryable, HTTP status; str: "CODE: detail"
     ├── TokenError                 a JWT was refused (cause: expired, bad_signature, ...)
-    └── CatalogError               the tool catalog is broken (names file, tool and field)
+    ├── CatalogError               the tool catalog is broken (names file, tool and field)
+    └── LocalError                 handled inside one component; str(e) is its detail
+        ├── InvalidArguments       agentchat/tool_request.py: a call's arguments (ValueError too)
+        ├── RefusedFile            agent/chat/uploads.py: a /chat file that is not the user's upload
+        ├── EmbeddingsUnavailable  agent/selection/embeddings.py: the selector widens the tool set
+        ├── Refused                policy/app.py: a sidecar request refused (code and status)
+        ├── PolicyError            policy/rules.py: a policy folder that cannot become a snapshot
+        ├── ReloadError            policy/reload.py: a policy, catalog or test refused a reload
+        ├── ArgumentsError         sandbox/arguments.py: malformed request arguments (422)
+        ├── OpError                sandbox/context.py: an operation refused (404, 403 or 422)
+        ├── InvalidSpec            operator/spec.py: a spec that cannot be acted on (ValueError too)
+        ├── KubeError              operator/kube.py: the Kubernetes API refused or is unreachable
+        ├── CorruptRing            operator/handlers/handle_rotate_agentchat.py: an unreadable ring
+        ├── NoDatabase             operator/handlers/handle_prune_agentchat.py: no database to prune
+        └── PrunerBusy             operator/pruning.py: another pruner holds the lock
+
+kopf's own exceptions (TemporaryError, PermanentError) stay kopf's: they are its retry signals.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import ClassVar
 
 
 class ErrorCode(StrEnum):
@@ -47,21 +67,30 @@ ERROR_TABLE: dict[ErrorCode, tuple[int | None, bool]] = {
 }
 
 
+def error_body(code: ErrorCode, detail: str) -> dict[str, str]:
+    """docs/protocol.md §5's error body; each service answers with it through one response helper
+    (agent/api/errors.py, policy/app.py, sandbox/context.py)."""
+    return {"code": str(code), "detail": detail}
+
+
 class AgentChatError(Exception):
     """An error with a docs/protocol.md §5 code; `detail` is safe to show to the user."""
 
-    def __init__(self, code: ErrorCode, detail: str, *, retryable: bool | None = None) -> None:
-        super().__init__(f"{code}: {detail}")
+    def __init__(self, code: ErrorCode, detail: str, *, retryable: bool | None = None,
+                 status: int | None = None, message: str | None = None) -> None:
+        super().__init__(f"{code}: {detail}" if message is None else message)
         self.code = code
         self.detail = detail
         self.retryable = ERROR_TABLE[code][1] if retryable is None else retryable
+        self._status = status
 
     @property
     def http_status(self) -> int:
-        return ERROR_TABLE[self.code][0] or 500
+        """The status given, else the code's (500 for a code that never travels over REST)."""
+        return self._status or ERROR_TABLE[self.code][0] or 500
 
-    def to_dict(self) -> dict[str, object]:
-        return {"code": str(self.code), "detail": self.detail}
+    def to_dict(self) -> dict[str, str]:
+        return error_body(self.code, self.detail)
 
 
 class TokenError(AgentChatError):
@@ -77,3 +106,14 @@ class CatalogError(AgentChatError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(ErrorCode.INTERNAL, detail, retryable=False)
+
+
+class LocalError(AgentChatError):
+    """An error one component raises and handles itself: a subclass names its `CODE` (or takes
+    one per instance), and is raised with its detail, which is also its message (`str(e)`)."""
+
+    CODE: ClassVar[ErrorCode] = ErrorCode.INTERNAL
+
+    def __init__(self, detail: str, *, code: ErrorCode | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(code or self.CODE, detail, status=status, message=detail)

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import jsonschema
 
 from agentchat.catalog import Tool
+from agentchat.errors import ErrorCode, LocalError
 
 # Refused in a path segment even when the schema would admit it: anything that could leave
 # the segment or be decoded into something else on the way.
@@ -28,8 +29,10 @@ _UNSAFE_SEGMENT = re.compile(r"[/\\?#%\x00-\x1f\x7f]")
 _MAX_ERRORS = 3
 
 
-class InvalidArguments(ValueError):
+class InvalidArguments(LocalError, ValueError):
     """A tool call whose arguments cannot be sent; the message says why, for the model."""
+
+    CODE = ErrorCode.INVALID_REQUEST
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ import kopf
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from agentchat.errors import LocalError
 from agentchat.operator import constants as c
 
 MERGE_PATCH = "application/merge-patch+json"
 
 
-class KubeError(Exception):
+class KubeError(LocalError):
     """The Kubernetes API refused or could not be reached; `status` is the HTTP code or 0."""
 
     def __init__(self, what: str, status: int, reason: str) -> None:

@@ -26,6 +26,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
 from agentchat.db import release_conversation_lock, try_conversation_lock
+from agentchat.errors import LocalError
 from agentchat.operator.constants import PRUNER_LOCK
 
 # The candidate predicate; %(...)s are the cut-off times. `expired` = delete, else keep_latest.
@@ -102,7 +103,7 @@ class PruneReport:
         return {_camel(k): v for k, v in out.items()}
 
 
-class PrunerBusy(Exception):
+class PrunerBusy(LocalError):
     """Another pruner holds this database's pruner lock."""
 
 

@@ -12,6 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from agentchat.errors import ErrorCode, LocalError
+
 
 class _Spec(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
@@ -99,8 +101,10 @@ class Names:
         self.service_token = spec.service_token_secret or f"{name}-service-token"
 
 
-class InvalidSpec(ValueError):
+class InvalidSpec(LocalError, ValueError):
     """The spec passed the schema (or there was none) but cannot be acted on."""
+
+    CODE = ErrorCode.INVALID_REQUEST
 
 
 # A next key must be in every verifier's mounted JWKS before it signs: kubelet takes up to

@@ -21,7 +21,7 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from agentchat.errors import ErrorCode, TokenError
+from agentchat.errors import ErrorCode, LocalError, TokenError
 from agentchat.identity import (
     MAX_TOKEN_BYTES,
     Principal,
@@ -75,11 +75,11 @@ class PermissionsBody(BaseModel):
     environment: str | None = Field(default=None, max_length=100)
 
 
-class Refused(Exception):
+class Refused(LocalError):
     """Stops a request with an HTTP error in docs/protocol.md §5's `{code, detail}` shape."""
 
     def __init__(self, status: int, code: ErrorCode, detail: str) -> None:
-        self.status, self.code, self.detail = status, code, detail
+        super().__init__(detail, code=code, status=status)
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -221,8 +221,8 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
 
     @app.exception_handler(Refused)
     async def _refused(request: Request, exc: Refused) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        resp = _json({"code": str(exc.code), "detail": exc.detail}, exc.status)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
+        resp = _json(exc.to_dict(), exc.http_status)
         if headers:
             resp.headers.update(headers)
         return resp

@@ -19,7 +19,7 @@ from pathlib import Path
 from watchfiles import awatch
 
 from agentchat.catalog import Catalog, load_catalog
-from agentchat.errors import CatalogError
+from agentchat.errors import CatalogError, LocalError
 
 from .policy_tests import TestReport, run_policy_tests
 from .rules import PolicyError, read_folder, validate
@@ -28,7 +28,7 @@ from .snapshot import Snapshot
 log = logging.getLogger("agentchat.policy")
 
 
-class ReloadError(Exception):
+class ReloadError(LocalError):
     """A policy, catalog or policy test refused a reload; the message says which and why."""
 
 

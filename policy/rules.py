@@ -19,6 +19,7 @@ from casbin.model import Model
 from casbin.persist.adapter import load_policy_line
 
 from agentchat.catalog import Catalog
+from agentchat.errors import LocalError
 
 MODEL_FILE = "model.conf"
 POLICY_FILE = "policy.csv"
@@ -88,7 +89,7 @@ m = g(r.sub, p.sub) && (p.dom == "*" || r.dom == p.dom) && \
 """
 
 
-class PolicyError(Exception):
+class PolicyError(LocalError):
     """A policy folder cannot become a snapshot; the message names the file and line."""
 
 

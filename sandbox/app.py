@@ -25,6 +25,7 @@ from agentchat.identity import service_verifier, user_verifier
 from agentchat.keys import ensure_ring, load_ring, sign_service_token
 from agentchat.sandbox.access import Gatekeeper
 from agentchat.sandbox.audit import AuditLog
+from agentchat.sandbox.context import error_response
 from agentchat.sandbox.faults import Fault, FaultBoard
 from agentchat.sandbox.gateway import Gateway
 from agentchat.sandbox.idempotency import IdempotencyStore
@@ -61,31 +62,27 @@ class Sandbox:
             self.faults.clear()
 
 
-def _err(status: int, code: ErrorCode, detail: str) -> JSONResponse:
-    return JSONResponse({"code": str(code), "detail": detail}, status_code=status)
-
-
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AgentChatError)
     async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
-        return _err(exc.http_status, exc.code, exc.detail)
+        return error_response(exc.http_status, exc.code, exc.detail)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         # Field names and messages only: FastAPI's default would echo the input (a secret).
         detail = "; ".join(".".join(str(p) for p in e["loc"]) + ": " + e["msg"]
                            for e in exc.errors())
-        return _err(422, ErrorCode.INVALID_REQUEST, detail)
+        return error_response(422, ErrorCode.INVALID_REQUEST, detail)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODE_BY_STATUS.get(exc.status_code, ErrorCode.INVALID_REQUEST)
-        return _err(exc.status_code, code, str(exc.detail))
+        return error_response(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(Exception)
     async def _internal(_: Request, exc: Exception) -> JSONResponse:
         log.error("unhandled %s", type(exc).__name__)
-        return _err(500, ErrorCode.INTERNAL, "internal error")
+        return error_response(500, ErrorCode.INTERNAL, "internal error")
 
 
 def create_app(settings: SandboxSettings | None = None) -> FastAPI:
@@ -125,11 +122,12 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
         ok_secret = hmac.compare_digest(body.client_secret.get_secret_value().encode(),
                                         secret.encode())
         if not (ok_id and ok_secret and secret):
-            return _err(401, ErrorCode.UNAUTHORIZED, "unknown client or wrong client secret")
+            return error_response(401, ErrorCode.UNAUTHORIZED,
+                                  "unknown client or wrong client secret")
         try:
             ring = load_ring(settings.keys_dir)  # re-read: the operator rotates the Secret
         except (OSError, ValueError, KeyError):
-            return _err(503, ErrorCode.INTERNAL, "no signing keys available")
+            return error_response(503, ErrorCode.INTERNAL, "no signing keys available")
         token = sign_service_token(ring, issuer=settings.service_issuer,
                                    audience=settings.service_audience, subject=body.client_id,
                                    lifetime_s=settings.service_token_lifetime_s)
@@ -161,7 +159,8 @@ def _sandbox_routes(app: FastAPI, sandbox: Sandbox, names: set[str]) -> None:
     @app.post("/api/sandbox/faults", tags=["sandbox"])
     async def add_fault(fault: Fault) -> JSONResponse:
         if fault.operation not in names:
-            return _err(422, ErrorCode.INVALID_REQUEST, f"unknown operation {fault.operation}")
+            return error_response(422, ErrorCode.INVALID_REQUEST,
+                                  f"unknown operation {fault.operation}")
         faults.add(fault)
         return JSONResponse({"items": faults.pending()}, status_code=201)
 

@@ -15,17 +15,19 @@ import jsonschema
 from fastapi import Request
 
 from agentchat.catalog import Tool
+from agentchat.errors import ErrorCode, LocalError
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 MAX_BODY_BYTES = 64 * 1024
 
 
-class ArgumentsError(Exception):
+class ArgumentsError(LocalError):
     """The request's arguments are malformed; `raw` is what arrived, kept for the audit."""
+
+    CODE = ErrorCode.INVALID_REQUEST
 
     def __init__(self, detail: str, raw: dict[str, Any]) -> None:
         super().__init__(detail)
-        self.detail = detail
         self.raw = raw
 
 

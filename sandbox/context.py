@@ -5,27 +5,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.responses import JSONResponse
+
 from agentchat.catalog import Catalog
-from agentchat.errors import ErrorCode
+from agentchat.errors import ErrorCode, LocalError, error_body
 from agentchat.identity import Principal
 from agentchat.sandbox.access import readable_envs
 from agentchat.sandbox.data import ENV_IDS
 from agentchat.sandbox.world import World
 
 
-class OpError(Exception):
+class OpError(LocalError):
     """An operation refused or failed: HTTP status, docs/protocol.md §5 code, audit outcome."""
 
     def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.code = {404: ErrorCode.NOT_FOUND, 403: ErrorCode.FORBIDDEN}.get(
-            status, ErrorCode.INVALID_REQUEST)
+        super().__init__(detail, status=status, code={
+            404: ErrorCode.NOT_FOUND, 403: ErrorCode.FORBIDDEN}.get(
+            status, ErrorCode.INVALID_REQUEST))
         self.outcome = "not_found" if status == 404 else "error"
 
-    def body(self) -> dict[str, Any]:
-        return {"code": str(self.code), "detail": self.detail}
+
+def error_response(status: int, code: ErrorCode, detail: str) -> JSONResponse:
+    """The sandbox's one `{code, detail}` response (docs/protocol.md §5)."""
+    return JSONResponse(error_body(code, detail), status_code=status)
 
 
 def not_found(what: str) -> OpError:

@@ -21,7 +21,7 @@ from agentchat.errors import ErrorCode
 from agentchat.sandbox.access import Caller, Gatekeeper, refusal
 from agentchat.sandbox.arguments import ArgumentReader, ArgumentsError
 from agentchat.sandbox.audit import AuditLog
-from agentchat.sandbox.context import OpContext, OpError, Reply
+from agentchat.sandbox.context import OpContext, OpError, Reply, error_response
 from agentchat.sandbox.data import ENV_IDS
 from agentchat.sandbox.faults import FaultBoard
 from agentchat.sandbox.idempotency import (
@@ -36,10 +36,6 @@ log = logging.getLogger("agentchat.sandbox")
 
 Operation = Callable[[OpContext, dict[str, Any]], Reply]
 Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-def _error(status: int, code: ErrorCode, detail: str) -> JSONResponse:
-    return JSONResponse({"code": str(code), "detail": detail}, status_code=status)
 
 
 class Gateway:
@@ -68,16 +64,16 @@ class Gateway:
                 args = await reader.read(request)
             except ArgumentsError as e:
                 audit(e.raw, None, "error")
-                return _error(422, ErrorCode.INVALID_REQUEST, e.detail)
+                return error_response(422, ErrorCode.INVALID_REQUEST, e.detail)
             target, source = tool.environments_of(args)
             for env in (target, source):
                 if env is not None and env not in ENV_IDS:
                     audit(args, target, "not_found")
-                    return _error(404, ErrorCode.NOT_FOUND, f"environment {env} not found")
+                    return error_response(404, ErrorCode.NOT_FOUND, f"environment {env} not found")
             reason = refusal(caller.user, tool.risk, target, source)
             if reason is not None:
                 audit(args, target, "forbidden")
-                return _error(403, ErrorCode.FORBIDDEN, reason)
+                return error_response(403, ErrorCode.FORBIDDEN, reason)
             faulted = await self._fault(tool)
             if faulted is not None:
                 audit(args, target, "error")
@@ -86,7 +82,7 @@ class Gateway:
                 return await self._execute(tool, args, caller, audit, target, key=None)
             if len(key) > MAX_KEY_LENGTH:
                 audit(args, target, "error")
-                return _error(422, ErrorCode.INVALID_REQUEST, "Idempotency-Key is too long")
+                return error_response(422, ErrorCode.INVALID_REQUEST, "Idempotency-Key is too long")
             # One key at a time: a concurrent twin waits here, then finds the stored response.
             async with self.idempotency.hold(key):
                 fp = fingerprint(tool.name, args, caller.user.sub)
@@ -94,7 +90,7 @@ class Gateway:
                 if stored is not None:
                     if stored.fingerprint != fp:
                         audit(args, target, "error")
-                        return _error(422, ErrorCode.INVALID_REQUEST,
+                        return error_response(422, ErrorCode.INVALID_REQUEST,
                                       "Idempotency-Key was already used for another request")
                     audit(args, target, "replayed")
                     return JSONResponse(stored.body, status_code=stored.status,
@@ -114,7 +110,7 @@ class Gateway:
             return PlainTextResponse("<html><body>upstream sent garbage</body></html>",
                                      media_type="text/html")
         if fault.status is not None:
-            return _error(fault.status, ErrorCode.INTERNAL,
+            return error_response(fault.status, ErrorCode.INTERNAL,
                           f"injected fault: {tool.name} failed with {fault.status}")
         return None  # a delay alone: the call goes on
 
@@ -128,17 +124,18 @@ class Gateway:
         operation = self.operations.get(tool.name)
         if operation is None:
             audit(args, target, "error")
-            return _error(501, ErrorCode.INTERNAL, f"the sandbox does not implement {tool.name}")
+            return error_response(501, ErrorCode.INTERNAL,
+                                  f"the sandbox does not implement {tool.name}")
         try:
             reply = operation(ctx, args)
             status, body, outcome = reply.status, reply.body, "ok"
         except OpError as e:
-            status, body, outcome = e.status, e.body(), e.outcome
+            status, body, outcome = e.http_status, e.to_dict(), e.outcome
         except Exception:
             # Not stored under the key: the call may be retried. No token is in this log line.
             log.exception("operation %s failed", tool.name)
             audit(args, target, "error")
-            return _error(500, ErrorCode.INTERNAL, f"{tool.name} failed inside the sandbox")
+            return error_response(500, ErrorCode.INTERNAL, f"{tool.name} failed inside the sandbox")
         if key is not None:
             self.idempotency.put(key, StoredResponse(fp, status, body))
         audit(args, target, outcome)

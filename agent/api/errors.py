@@ -1,11 +1,12 @@
-"""What the REST routes declare about auth and errors, so the OpenAPI schema is complete:
-the bearer scheme, and `{code, detail}` (docs/protocol.md §5) for every error status a route
-can give.
+"""The agent's error responses: `error_response`, the one `{code, detail}` (docs/protocol.md §5)
+answer of the app's handlers, `RestRoute` and the ASGI middlewares (body limit, file guard);
+and what the REST routes declare about auth and errors, so the OpenAPI schema is complete:
+the bearer scheme, and the body for every error status a route can give.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from fastapi import Request, Response
@@ -15,7 +16,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException  # what FastAPI raises; its own subclasses it
 
 from agentchat.agent.api.models import ErrorBody
-from agentchat.errors import ErrorCode
+from agentchat.errors import ErrorCode, error_body
 
 # Documents the scheme only: `CurrentUser` verifies the token (auto_error off, so a missing
 # token is refused there with UNAUTHORIZED and our error body, not FastAPI's 403).
@@ -43,6 +44,18 @@ _CODES = {400: ErrorCode.INVALID_REQUEST, 401: ErrorCode.UNAUTHORIZED,
           403: ErrorCode.FORBIDDEN, 404: ErrorCode.NOT_FOUND}
 
 
+def code_for_status(status: int) -> ErrorCode:
+    """The code of an HTTP error raised by FastAPI or Starlette (unknown path, wrong method)."""
+    return _CODES.get(status, ErrorCode.INVALID_REQUEST if status < 500 else ErrorCode.INTERNAL)
+
+
+def error_response(status: int, code: ErrorCode, detail: str,
+                   headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """A `{code, detail}` response; an ASGI app too (`await error_response(...)(scope, receive,
+    send)`), so the middlewares answer in the same shape."""
+    return JSONResponse(error_body(code, detail), status_code=status, headers=headers)
+
+
 class RestRoute(APIRoute):
     """FastAPI raises Starlette's HTTPException (400 "error parsing the body") before a route
     runs, which the app renders as `{detail}` only; here it becomes `{code, detail}` like
@@ -55,9 +68,7 @@ class RestRoute(APIRoute):
             try:
                 return await handler(request)
             except HTTPException as exc:
-                code = _CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST
-                                  if exc.status_code < 500 else ErrorCode.INTERNAL)
-                return JSONResponse({"code": str(code), "detail": str(exc.detail)},
-                                    status_code=exc.status_code, headers=exc.headers)
+                return error_response(exc.status_code, code_for_status(exc.status_code),
+                                      str(exc.detail), exc.headers)
 
         return route

@@ -12,9 +12,10 @@ Pure ASGI rather than BaseHTTPMiddleware: no extra task per request, and SSE str
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentchat.agent.api.errors import error_response
+from agentchat.errors import ErrorCode
 
 
 def gradio_upload_paths(mount_path: str) -> frozenset[str]:
@@ -41,7 +42,7 @@ class BodyLimitMiddleware:
         if declared is not None:
             try:
                 if int(declared) > self.max_bytes:
-                    await self._refuse(send)
+                    await self._refuse(scope, receive, send)
                     return
             except ValueError:
                 pass  # the server rejects a malformed length; count what arrives instead
@@ -56,21 +57,18 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await self._refuse(send)
+                await self._refuse(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         await self.app(scope, replay(b"".join(chunks), receive), send)
 
-    async def _refuse(self, send: Send) -> None:
-        payload = json.dumps({"code": "INVALID_REQUEST",
-                              "detail": f"the request body is over {self.max_bytes} bytes"})
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": payload.encode()})
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = error_response(413, ErrorCode.INVALID_REQUEST,
+                                 f"the request body is over {self.max_bytes} bytes",
+                                 {"connection": "close"})
+        await refusal(scope, receive, send)
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

@@ -28,11 +28,15 @@ from gradio.utils import get_upload_folder
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentchat.agent.api.errors import error_response
 from agentchat.agent.api.limits import replay
+from agentchat.errors import ErrorCode, LocalError
 
 
-class RefusedFile(Exception):
+class RefusedFile(LocalError):
     """A file named on `/chat` that is not a readable upload of this user; safe to show."""
+
+    CODE = ErrorCode.INVALID_REQUEST
 
 
 def upload_folder() -> str:
@@ -150,14 +154,6 @@ def _file_route_key(route: str) -> str | None:
     return upload_key(os.path.abspath(route[len("/file="):]))
 
 
-async def _json(send: Send, status: int, body: dict[str, str]) -> None:
-    raw = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(raw)).encode())]})
-    await send({"type": "http.response.body", "body": raw})
-
-
 class GradioFileGuard:
     """ASGI middleware for the Gradio mount (see the module docstring).
 
@@ -182,13 +178,14 @@ class GradioFileGuard:
                 return await self.app(scope, receive, send)
             sub = self.user_of(Headers(scope=scope))
             if sub is None:
-                return await _json(send, 401, {"code": "UNAUTHORIZED",
-                                               "detail": "a valid user token is required"})
+                return await error_response(401, ErrorCode.UNAUTHORIZED,
+                                            "a valid user token is required")(scope, receive, send)
             if route.startswith("/file"):
                 key = _file_route_key(route)
                 # Another user's upload is not served either.
                 if key is not None and OWNERS.known(key) and not OWNERS.owns(key, sub):
-                    return await _json(send, 404, {"code": "NOT_FOUND", "detail": "no such file"})
+                    return await error_response(404, ErrorCode.NOT_FOUND,
+                                                "no such file")(scope, receive, send)
                 return await self.app(scope, receive, send)
             return await self.app(scope, receive, self._recording(send, sub))
         if method != "POST":
@@ -202,9 +199,9 @@ class GradioFileGuard:
             except ValueError:
                 doc = None  # Gradio refuses it on its own
             if _foreign_file(doc):
-                return await _json(send, 422, {
-                    "code": "INVALID_REQUEST",
-                    "detail": "a file must be uploaded first (…/gradio_api/upload)"})
+                return await error_response(
+                    422, ErrorCode.INVALID_REQUEST,
+                    "a file must be uploaded first (…/gradio_api/upload)")(scope, receive, send)
         await self.app(scope, replay(body, receive), send)
 
     def _recording(self, send: Send, sub: str) -> Send:

@@ -41,7 +41,7 @@ from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.tool_runtime import INVALID_ARGUMENTS, ToolRuntime, refusal_event
 from agentchat.catalog import Catalog
-from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.errors import AgentChatError, ErrorCode, error_body
 from agentchat.tool_request import InvalidArguments, validate_arguments
 
 PREFETCH_NAME = "prefetch"
@@ -267,7 +267,8 @@ def build_graph(deps: GraphDeps) -> StateGraph:
                                        name=call["name"],
                                        status="success" if outcome.status == "ok" else "error"))
             if outcome.status == "forbidden":
-                halt = {"code": "FORBIDDEN", "detail": f"the ss-tools API refused {call['name']}"}
+                halt = error_body(ErrorCode.FORBIDDEN,
+                                  f"the ss-tools API refused {call['name']}")
         # From here on ss-tools text is in the model's context: later checks say so.
         return Command(goto=END if halt else "model",
                        update={"messages": results, "approved": [], "halt": halt,

@@ -22,6 +22,7 @@ import httpx
 
 from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.catalog import Catalog
+from agentchat.errors import ErrorCode
 from agentchat.tool_request import InvalidArguments, build_request
 
 TRANSIENT = {502, 503, 504}
@@ -32,7 +33,7 @@ Emit = Callable[[dict[str, Any]], None]
 def refusal_event(tool: str, call_id: str, error: str) -> dict[str, Any]:
     """The one outcome of a call refused before anything was sent (docs/protocol.md §10)."""
     return {"type": "tool_error", "tool": tool, "call_id": call_id, "error": error,
-            "code": "TOOL_FAILURE", "reason": INVALID_ARGUMENTS, "retryable": False,
+            "code": str(ErrorCode.TOOL_FAILURE), "reason": INVALID_ARGUMENTS, "retryable": False,
             "retry_count": 0, "retry_exhausted": False, "timeout": False}
 
 
@@ -139,7 +140,7 @@ class ToolRuntime:
     def _error(self, emit: Emit, tool: str, call_id: str, error: str, attempts: int,
                retryable: bool, exhausted: bool = False) -> ToolOutcome:
         emit({"type": "tool_error", "tool": tool, "call_id": call_id, "error": error,
-              "code": "TOOL_FAILURE", "retryable": retryable, "retry_count": attempts,
+              "code": str(ErrorCode.TOOL_FAILURE), "retryable": retryable, "retry_count": attempts,
               "retry_exhausted": exhausted, "timeout": False})
         return ToolOutcome("error", error=error, attempts=attempts)
 

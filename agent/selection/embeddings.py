@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from agentchat.catalog import Catalog, Tool
+from agentchat.errors import LocalError
 
 EMBEDDING_BACKENDS = ("use", "e5", "openai", "none")
 # Tool documents per embedding request: with the example requests there are ~200, which took
@@ -30,7 +31,7 @@ EMBEDDING_BACKENDS = ("use", "e5", "openai", "none")
 DOCUMENT_BATCH = 32
 
 
-class EmbeddingsUnavailable(Exception):
+class EmbeddingsUnavailable(LocalError):
     """The backend cannot embed right now (endpoint down, package missing). The selector
     then widens the tool set instead of failing the turn."""
 

@@ -15,7 +15,7 @@ import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from agentchat.db import create_pool, migrate
-from agentchat.errors import ErrorCode
+from agentchat.errors import ErrorCode, LocalError
 from agentchat.operator import constants as c
 from agentchat.operator.kube import Kube, KubeError
 from agentchat.operator.pruning import PrunerBusy, Retention, prune
@@ -24,8 +24,8 @@ from agentchat.operator.spec import AgentChatSpec, InvalidSpec, parse_spec
 from agentchat.operator.status import condition, iso, merge_conditions, parse_iso
 
 
-class NoDatabase(Exception):
-    pass
+class NoDatabase(LocalError):
+    """Neither the spec nor the operator names a database to prune."""
 
 
 async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: int,

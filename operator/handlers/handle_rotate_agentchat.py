@@ -14,6 +14,7 @@ from typing import Any
 
 import kopf
 
+from agentchat.errors import LocalError
 from agentchat.keys import KeyRing, sign_service_token
 from agentchat.operator import constants as c
 from agentchat.operator.kube import Kube, KubeError
@@ -27,7 +28,7 @@ EVENT_REASONS = {"created": "KeyCreated", "published": "KeyPublished",
                  "promoted": "KeyRotated", "retired": "KeyRetired"}
 
 
-class CorruptRing(Exception):
+class CorruptRing(LocalError):
     """The signing-key Secret exists but cannot be read: never overwrite it blindly."""
 
 
