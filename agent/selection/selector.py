@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -54,9 +55,9 @@ __all__ = [
     "Selection",
     "SelectionSettings",
     "ToolSelector",
-    "default_selector",
     "get_tools_for_query",
     "resolve_dashboard_refs",
+    "selector_for",
 ]
 
 log = logging.getLogger("agentchat.agent.selection.selector")
@@ -119,6 +120,54 @@ class Selection:
     explain: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class _Choice:
+    """One selection under way: the tools chosen so far, why each one no keyword named was
+    added, the intents found and the search that prefetch suppressed."""
+
+    known: Callable[[Iterable[str]], list[str]]
+    chosen: set[str]
+    prefetch: bool
+    context_intent: str | None = None
+    added: dict[str, str] = field(default_factory=dict)  # tool -> why
+    intents: set[str] = field(default_factory=set)
+    suppressed: list[str] = field(default_factory=list)
+
+    def add(self, names: Iterable[str], why: str) -> None:
+        for n in self.known(names):
+            if n not in self.chosen:
+                self.chosen.add(n)
+                self.added[n] = why
+
+    def expand(self) -> None:
+        """The intents of the chosen tools and the context's object, and what they bring."""
+        intents = {TOOL_INTENT[t] for t in self.chosen if t in TOOL_INTENT}
+        if self.chosen & DASHBOARD_ACTIONS:
+            intents.add("dashboard")
+        if self.context_intent:
+            intents.add(self.context_intent)
+            self.add(CONTEXT_TOOLS.get(self.context_intent, ()), f"context:{self.context_intent}")
+        for intent in sorted(intents):
+            self.add(INTENT_TOOLS.get(intent, ()), f"intent:{intent}")
+        self.intents |= intents
+
+    def suppress(self) -> None:
+        """With prefetch the dashboard is already known: no search for it."""
+        if self.prefetch and SEARCH_DASHBOARDS in self.chosen:
+            self.chosen.discard(SEARCH_DASHBOARDS)
+            self.suppressed = sorted({*self.suppressed, SEARCH_DASHBOARDS})
+
+    def widen_to_default(self, fallback: Mapping[str, Any]) -> bool:
+        """Adds the default set when nothing was found or the fallback could not run; says
+        whether it did (the turn is "general")."""
+        found_any = bool(self.chosen - {CAPABILITIES}) or bool(self.intents)
+        general = not found_any or fallback.get("error") is not None
+        if general:
+            self.add(DEFAULT_SET, "default")
+            self.suppress()
+        return general
+
+
 class ToolSelector:
     """Built once at start: the keyword matcher and the tool vectors for one catalog."""
 
@@ -152,7 +201,7 @@ class ToolSelector:
                                         exclude=frozenset({CAPABILITIES}))
             return self._index
 
-    def _known(self, names: list[str] | tuple[str, ...]) -> list[str]:
+    def _known(self, names: Iterable[str]) -> list[str]:
         return [n for n in names if n in self.names]
 
     def select(self, query: str, prefetch_available: bool = False,
@@ -160,62 +209,28 @@ class ToolSelector:
         started = time.perf_counter()
         tokens = tokenize(query)
         hits = self.matcher.match(tokens) if self.use_keywords else []
-        chosen: set[str] = {h.tool for h in hits}
-        added: dict[str, str] = {}  # tool -> why, for tools no keyword named
-
-        def add(names: list[str] | tuple[str, ...], why: str) -> None:
-            for n in self._known(names):
-                if n not in chosen:
-                    chosen.add(n)
-                    added[n] = why
-
         obj = context_object(uicontext)
         context_ref = obj is not None and refers_to_context(query, uicontext, tokens)
-        context_intent = obj[0] if context_ref and obj is not None else None
-
-        def expand() -> set[str]:
-            intents = {TOOL_INTENT[t] for t in chosen if t in TOOL_INTENT}
-            if chosen & DASHBOARD_ACTIONS:
-                intents.add("dashboard")
-            if context_intent:
-                intents.add(context_intent)
-                add(CONTEXT_TOOLS.get(context_intent, ()), f"context:{context_intent}")
-            for intent in sorted(intents):
-                add(INTENT_TOOLS.get(intent, ()), f"intent:{intent}")
-            return intents
-
-        def suppress() -> list[str]:
-            if prefetch_available and SEARCH_DASHBOARDS in chosen:
-                chosen.discard(SEARCH_DASHBOARDS)
-                return [SEARCH_DASHBOARDS]
-            return []
-
-        intents = expand()
-        suppressed = suppress()
+        choice = _Choice(self._known, {h.tool for h in hits}, prefetch_available,
+                         context_intent=obj[0] if context_ref and obj is not None else None)
+        choice.expand()
+        choice.suppress()
         # What the keywords themselves named and the turn keeps: tools an intent or the context
         # brought along do not count (one maintenance word still lets the fallback look for
         # other intents), nor a search that prefetch suppressed ("дашборд 17" names one).
-        keyword_count = len({h.tool for h in hits} - {CAPABILITIES} - set(suppressed))
-        fallback: dict[str, Any] = {"ran": False}
-        if keyword_count < self.min_tools and self.embedder is not None:
-            fallback = self._fallback(query, chosen, prefetch_available, intents)
-            add(fallback["added"], "fallback")
-            intents |= expand()
-            suppressed = sorted(set(suppressed) | set(suppress()))
-        found_any = bool(chosen - {CAPABILITIES}) or bool(intents)
-        general = not found_any or fallback.get("error") is not None
-        if general:
-            add(DEFAULT_SET, "default")
-            suppressed = sorted(set(suppressed) | set(suppress()))
-        chosen.add(CAPABILITIES)
-        tools = [CAPABILITIES] + [n for n in self.names if n in chosen and n != CAPABILITIES]
+        keyword_count = len({h.tool for h in hits} - {CAPABILITIES} - set(choice.suppressed))
+        fallback = self._widen_by_fallback(query, choice, keyword_count)
+        general = choice.widen_to_default(fallback)
+        choice.chosen.add(CAPABILITIES)
+        tools = [CAPABILITIES] + [n for n in self.names
+                                  if n in choice.chosen and n != CAPABILITIES]
         explain = {
-            "intents": sorted(intents) or ["general"],
+            "intents": sorted(choice.intents) or ["general"],
             "keyword_hits": hits_by_tool(hits),
-            "added": added,
+            "added": choice.added,
             "context": {"object": list(obj) if obj else None, "referenced": context_ref},
             "prefetch_available": prefetch_available,
-            "suppressed": suppressed,
+            "suppressed": choice.suppressed,
             "keyword_tools": keyword_count,
             "fallback": fallback,
             "general": general,
@@ -223,6 +238,17 @@ class ToolSelector:
         }
         log.debug("tools for query: %s because %s", tools, explain)
         return Selection(tools=tools, explain=explain)
+
+    def _widen_by_fallback(self, query: str, choice: _Choice,
+                           keyword_count: int) -> dict[str, Any]:
+        """The embedding fallback when the keywords named fewer than `min_tools` tools."""
+        if keyword_count >= self.min_tools or self.embedder is None:
+            return {"ran": False}
+        fallback = self._fallback(query, choice.chosen, choice.prefetch, choice.intents)
+        choice.add(fallback["added"], "fallback")
+        choice.expand()
+        choice.suppress()
+        return fallback
 
     def _fallback(self, query: str, chosen: set[str], prefetch: bool,
                   intents: set[str]) -> dict[str, Any]:
@@ -234,19 +260,8 @@ class ToolSelector:
         except EmbeddingsUnavailable as e:
             out["error"] = str(e)
             return out
-        # Steer toward the intents already found (a keyword, the UIContext's object): their
-        # other tools get a bonus, so "зарелизить этот отчёт" on a dashboard page finds the
-        # dashboard's deploy rather than a dataset refresh.
         steer = intents - {"capabilities"}
-
-        def steered(name: str) -> bool:
-            # A migration moves a dashboard: the dashboard intent steers toward it as well.
-            return TOOL_INTENT.get(name) in steer or (
-                "dashboard" in steer and name in DASHBOARD_ACTIONS)
-
-        scores = {n: round(s + (self.intent_bonus if steered(n) else 0.0), 4)
-                  for n, s in raw.items()}
-        scores = dict(sorted(scores.items(), key=lambda kv: -kv[1]))
+        scores = self._steered(raw, steer)
         out["intent_bonus"] = {"intents": sorted(steer), "bonus": self.intent_bonus}
         out["scores"] = dict(list(scores.items())[:6])
         candidates = [
@@ -257,17 +272,37 @@ class ToolSelector:
         out["added"] = candidates[: self.top_k]
         return out
 
+    def _steered(self, raw: Mapping[str, float], steer: set[str]) -> dict[str, float]:
+        """Scores, best first, steered toward the intents already found (a keyword, the
+        UIContext's object): their other tools get a bonus, so "зарелизить этот отчёт" on a
+        dashboard page finds the dashboard's deploy rather than a dataset refresh."""
 
-def selector_from_settings(settings: SelectionSettings, catalog: Catalog | None = None
-                           ) -> ToolSelector:
-    key = settings.embeddings_api_key
-    embedder = build_embedder(
-        settings.selection_embeddings, base_url=settings.embeddings_url,
-        model=settings.embeddings_model, api_key=key.get_secret_value() if key else None,
-        timeout_s=settings.embeddings_timeout_s, threshold=settings.selection_threshold,
-        query_prefix=settings.embeddings_query_prefix,
-        document_prefix=settings.embeddings_document_prefix,
-    )
+        def steered(name: str) -> bool:
+            # A migration moves a dashboard: the dashboard intent steers toward it as well.
+            return TOOL_INTENT.get(name) in steer or (
+                "dashboard" in steer and name in DASHBOARD_ACTIONS)
+
+        scores = {n: round(s + (self.intent_bonus if steered(n) else 0.0), 4)
+                  for n, s in raw.items()}
+        return dict(sorted(scores.items(), key=lambda kv: -kv[1]))
+
+
+def _build_selector(settings: SelectionSettings | None, catalog: Catalog | None,
+                    embedder: Embedder | None) -> ToolSelector:
+    """A selector from the settings (the embedder too, unless one is given), or, without
+    settings, for the given catalog and embedder with the selector's own defaults."""
+    if settings is None:
+        return ToolSelector(catalog or cached_catalog(str(SharedSettings().catalog_path)),
+                            embedder)
+    if embedder is None:
+        key = settings.embeddings_api_key
+        embedder = build_embedder(
+            settings.selection_embeddings, base_url=settings.embeddings_url,
+            model=settings.embeddings_model, api_key=key.get_secret_value() if key else None,
+            timeout_s=settings.embeddings_timeout_s, threshold=settings.selection_threshold,
+            query_prefix=settings.embeddings_query_prefix,
+            document_prefix=settings.embeddings_document_prefix,
+        )
     return ToolSelector(
         catalog or cached_catalog(str(settings.catalog_path)), embedder,
         threshold=settings.selection_threshold, min_tools=settings.selection_min_tools,
@@ -275,32 +310,43 @@ def selector_from_settings(settings: SelectionSettings, catalog: Catalog | None 
     )
 
 
+_Key = tuple[int, int, int]
+_selectors: OrderedDict[_Key, tuple[object, ToolSelector]] = OrderedDict()
+_selectors_lock = threading.Lock()
+_MAX_SELECTORS = 8
+
+
+def selector_for(*, settings: SelectionSettings | None = None, catalog: Catalog | None = None,
+                 embedder: Embedder | None = None) -> ToolSelector:
+    """The selector `get_tools_for_query` uses for these arguments: built on first use (the
+    tool vectors are computed then) and kept, keyed by the arguments' identity; with none,
+    the process-wide one from the environment's settings."""
+    if settings is None and catalog is None and embedder is None:
+        settings = _environment_settings()
+    key = (id(settings), id(catalog), id(embedder))
+    with _selectors_lock:
+        entry = _selectors.get(key)
+        if entry is None:
+            # The arguments stay referenced with their selector, so no id is reused meanwhile.
+            entry = ((settings, catalog, embedder), _build_selector(settings, catalog, embedder))
+            _selectors[key] = entry
+            while len(_selectors) > _MAX_SELECTORS:
+                _selectors.popitem(last=False)
+        _selectors.move_to_end(key)
+        return entry[1]
+
+
 @lru_cache(maxsize=1)
-def default_selector() -> ToolSelector:
-    """The process-wide selector from the environment's settings (built on first use; the
-    agent calls this at start so the tool vectors are ready before the first turn)."""
-    return selector_from_settings(SelectionSettings())
-
-
-_custom: dict[tuple[int, int], tuple[Catalog, Embedder | None, ToolSelector]] = {}
-_custom_lock = threading.Lock()
+def _environment_settings() -> SelectionSettings:
+    return SelectionSettings()
 
 
 def get_tools_for_query(query: str, prefetch_available: bool = False,
                         uicontext: Mapping[str, Any] | None = None, *,
+                        settings: SelectionSettings | None = None,
                         catalog: Catalog | None = None,
                         embedder: Embedder | None = None) -> Selection:
-    """The tools for one turn. With `catalog` or `embedder`, a selector for them is built
-    once and kept (keyed by identity); otherwise the default selector answers."""
-    if catalog is None and embedder is None:
-        return default_selector().select(query, prefetch_available, uicontext)
-    cat = catalog or cached_catalog(str(SharedSettings().catalog_path))
-    key = (id(cat), id(embedder))
-    with _custom_lock:
-        entry = _custom.get(key)
-        if entry is None:
-            if len(_custom) >= 8:
-                _custom.pop(next(iter(_custom)))
-            entry = (cat, embedder, ToolSelector(cat, embedder))
-            _custom[key] = entry
-    return entry[2].select(query, prefetch_available, uicontext)
+    """The tools for one turn (the seed's name; the agent selects through it). `settings`,
+    `catalog` and `embedder` pick the selector (`selector_for`); none: the environment's."""
+    return selector_for(settings=settings, catalog=catalog, embedder=embedder).select(
+        query, prefetch_available, uicontext)

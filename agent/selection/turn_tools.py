@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentchat.agent.selection.context import resolve_dashboard_refs
-from agentchat.agent.selection.selector import Selection, ToolSelector, selector_from_settings
+from agentchat.agent.selection.selector import get_tools_for_query, selector_for
 from agentchat.agent.settings import AgentSettings
 from agentchat.catalog import Catalog
 
@@ -28,21 +28,38 @@ class TurnTools:
     explain: dict[str, Any] = field(default_factory=dict)
 
 
-class TurnToolPlanner:
-    """Built once at start (tool vectors computed then); `plan` runs per turn."""
+class TurnToolChooser:
+    """Decides a turn's tools: the prefetch calls its dashboard references ask for, then the
+    tools offered to the model, through `get_tools_for_query`. Built once at start, when the
+    selector for these settings is built and its tool vectors computed."""
 
     def __init__(self, settings: AgentSettings, catalog: Catalog) -> None:
+        self.settings = settings
         self.catalog = catalog
-        self.selector: ToolSelector = selector_from_settings(settings, catalog)
+        selector_for(settings=settings, catalog=catalog)
 
-    def plan(self, text: str, uicontext: dict[str, Any] | None,
-             env_id: str | None = None) -> TurnTools:
-        refs = resolve_dashboard_refs(text, uicontext)[:MAX_PREFETCH] if self.catalog.get(
-            PREFETCH_TOOL) else []
-        # get_dashboard reads across environments (the catalog gives it no environment).
-        prefetch = [{"name": PREFETCH_TOOL, "id": "call_pf_" + uuid.uuid4().hex[:16],
-                     "args": {"dashboard_id": ref}} for ref in refs]
-        selection: Selection = self.selector.select(text, bool(prefetch), uicontext)
+    def choose(self, text: str, uicontext: dict[str, Any] | None,
+               env_id: str | None = None) -> TurnTools:
+        prefetch = self._prefetch_calls(text, uicontext)
+        selection = get_tools_for_query(text, bool(prefetch), uicontext,
+                                        settings=self.settings, catalog=self.catalog)
         explain = {**selection.explain, "prefetch": [p["args"] for p in prefetch]}
         log.debug("selected %s for %r: %s", selection.tools, text[:80], explain)
         return TurnTools(tools=list(selection.tools), prefetch=prefetch, explain=explain)
+
+    # The name agent/chat/service.py and agent/api/routes/agent.py call it by.
+    plan = choose
+
+    def _prefetch_calls(self, text: str, uicontext: dict[str, Any] | None
+                        ) -> list[dict[str, Any]]:
+        """A `get_dashboard` call per dashboard the turn refers to (at most MAX_PREFETCH)."""
+        if self.catalog.get(PREFETCH_TOOL) is None:
+            return []
+        refs = resolve_dashboard_refs(text, uicontext)[:MAX_PREFETCH]
+        # get_dashboard reads across environments (the catalog gives it no environment).
+        return [{"name": PREFETCH_TOOL, "id": "call_pf_" + uuid.uuid4().hex[:16],
+                 "args": {"dashboard_id": ref}} for ref in refs]
+
+
+# The old name, for agent/wiring.py and agent/chat/service.py until they say TurnToolChooser.
+TurnToolPlanner = TurnToolChooser

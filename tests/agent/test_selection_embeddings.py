@@ -18,7 +18,7 @@ from agentchat.agent.selection.embeddings import OpenAIEmbedder, UseEmbedder, bu
 from agentchat.agent.selection.selector import (
     SelectionSettings,
     ToolSelector,
-    selector_from_settings,
+    selector_for,
 )
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.settings import PACKAGE_DATA
@@ -98,7 +98,7 @@ def test_endpoint_coming_back_is_used(catalog: Catalog) -> None:
 def test_settings_choose_the_backend(catalog: Catalog, monkeypatch: pytest.MonkeyPatch,
                                      endpoint: str) -> None:
     monkeypatch.setenv("AGENTCHAT_SELECTION_EMBEDDINGS", "none")
-    assert selector_from_settings(SelectionSettings(), catalog).embedder is None
+    assert selector_for(settings=SelectionSettings(), catalog=catalog).embedder is None
     monkeypatch.setenv("AGENTCHAT_SELECTION_EMBEDDINGS", "openai")
     monkeypatch.setenv("AGENTCHAT_EMBEDDINGS_URL", endpoint)
     monkeypatch.setenv("AGENTCHAT_EMBEDDINGS_MODEL", "e5-query")
@@ -106,7 +106,7 @@ def test_settings_choose_the_backend(catalog: Catalog, monkeypatch: pytest.Monke
     monkeypatch.setenv("AGENTCHAT_EMBEDDINGS_API_KEY", "sk-not-logged")
     settings = SelectionSettings()
     assert "sk-not-logged" not in repr(settings)
-    selector = selector_from_settings(settings, catalog)
+    selector = selector_for(settings=settings, catalog=catalog)
     assert selector.embedder is not None and selector.embedder.name == "openai"
     assert selector.threshold == 0.8
     with pytest.raises(ValueError, match="unknown embeddings backend"):
