@@ -176,7 +176,7 @@ def test_each_entry_point_reports_unknown_variables(name: str, tmp_path: object)
                 "AGENTCHAT_CONFIRM_TTL_S": "300", **refused})
     exe = [sys.executable, "-c", "import sys; from agentchat.cli import main; "
            "sys.exit(main(sys.argv[1:]))", *command]
-    done = subprocess.run(exe, env=env, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(exe, env=env, capture_output=True, text=True, timeout=180,
                           cwd=ROOT, check=False)
     assert done.returncode != 0
     assert "unknown setting AGENTCHAT_CONFIRM_TTL_S" in done.stderr, done.stderr[-2000:]
