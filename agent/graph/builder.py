@@ -48,6 +48,7 @@ PREFETCH_NAME = "prefetch"
 CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
 IDEMPOTENCY_NAMESPACE = uuid.UUID("0b7f3e2a-51c4-4d8e-a6f9-2e3c7d1b5a84")
 REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
+EXPIRED = "not run: the confirmation expired"
 
 
 class AgentState(TypedDict, total=False):
@@ -133,18 +134,24 @@ def _last_ai(state: AgentState) -> AIMessage | None:
     return None
 
 
-def build_graph(deps: GraphDeps) -> StateGraph:
-    async def prefetch(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
+class Nodes:
+    """The graph's nodes over one set of dependencies. Each is a LangGraph node: `(state,
+    runtime)` to a state update, or a `Command` where the node itself picks what runs next."""
+
+    def __init__(self, deps: GraphDeps) -> None:
+        self.deps = deps
+
+    async def prefetch(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         calls = [{"name": c["name"], "args": c["args"], "id": c["id"], "type": "tool_call"}
                  for c in runtime.context.prefetch]
         # Named, so the model can tell the agent's own prefetch from calls it made itself.
         return {"messages": [AIMessage(content="", tool_calls=calls, name=PREFETCH_NAME)],
                 "decisions": {}}
 
-    async def model(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
+    async def model(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ctx = runtime.context
-        schemas = tool_schemas(deps.catalog, ctx.tools)
-        llm = deps.llm.bind_tools(schemas) if schemas else deps.llm
+        schemas = tool_schemas(self.deps.catalog, ctx.tools)
+        llm = self.deps.llm.bind_tools(schemas) if schemas else self.deps.llm
         try:
             response = await llm.ainvoke([context_message(ctx.turn), *state["messages"]])
         except AgentChatError:
@@ -156,7 +163,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         return {"messages": [response], "decisions": refused, "approved": [],
                 "approved_keys": {}}
 
-    async def policy(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
+    async def policy(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ai = _last_ai(state)
         assert ai is not None
         ctx = runtime.context
@@ -167,7 +174,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
         for call in ai.tool_calls:
             call_id = call["id"] or ""
             if call_id not in decisions:
-                decisions[call_id] = await gate_call(call, offered, ctx, state)
+                decisions[call_id] = await self._gate_call(call, offered, ctx, state)
             d = decisions[call_id]
             if d["decision"] == REFUSED:
                 writer({"type": "tool_start", "tool": call["name"], "call_id": call_id,
@@ -175,77 +182,42 @@ def build_graph(deps: GraphDeps) -> StateGraph:
                 writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}"))
         return {"decisions": decisions}
 
-    async def gate_call(call: Any, offered: set[str], ctx: TurnRuntime,
+    async def _gate_call(self, call: Any, offered: set[str], ctx: TurnRuntime,
                          state: AgentState) -> dict[str, Any]:
         """Our own checks, then the sidecar's, on exactly the arguments that would be sent."""
-        tool = deps.catalog.get(call["name"])
+        tool = self.deps.catalog.get(call["name"])
         if tool is None or call["name"] not in offered:
             return _refused(f"the tool {call['name']!r} was not offered in this turn")
         try:
             args = validate_arguments(tool, call["args"])
         except InvalidArguments as e:
             return _refused(f"invalid arguments: {e}")
-        d = await deps.policy.check(
+        d = await self.deps.policy.check(
             user_jwt=ctx.user_jwt, tool=tool.name, arguments=args,
             environment=tool.environments_of(args)[0], untrusted=bool(state.get("untrusted")))
         if d.get("decision") == "deny" and d.get("reason_code") == INVALID_ARGUMENTS:
             return _refused(f"invalid arguments: {d.get('detail') or 'refused by the policy'}")
         return d
 
-    async def confirm(state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
+    async def confirm(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["tools", "model"]]:
         ai = _last_ai(state)
         assert ai is not None
-        ctx = runtime.context
-        approved: list[str] = []
-        keys: dict[str, str] = {}
-        refused: list[ToolMessage] = []
-        stop_all = False
+        verdicts = _Verdicts()
         for call in ai.tool_calls:
-            call_id = call["id"] or ""
-            d = state.get("decisions", {}).get(call_id, {})
-            if stop_all:
-                refused.append(_refusal(call, "not run: the confirmation expired"))
+            if verdicts.expired:  # no more cards once one expired
+                verdicts.refused.append(_refusal(call, EXPIRED))
                 continue
-            if d.get("decision") == REFUSED:
-                refused.append(_refusal(call, f"not run: {d.get('detail')}"))
-                continue
-            if d.get("decision") == "allow":
-                approved.append(call_id)
-                keys[call_id] = idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id)
-                continue
-            cid = confirm_id_for(ctx.conversation_id, call_id)
-            card = _card(cid, ctx, call, d)
-            answer = interrupt(card)  # raises on first run; the answer on resume
-            result = answer.get("result") if isinstance(answer, dict) else None
-            recheck = answer.get("recheck") if isinstance(answer, dict) else None
-            if isinstance(recheck, dict) and recheck.get("decision") == "deny":
-                # Confirmed, but the sidecar asked again with the user's current token said no.
-                d = recheck
-                result = "denied"
-            if d.get("decision") == "allow_with_confirmation" and result == "confirmed":
-                approved.append(call_id)
-                keys[call_id] = cid
-            elif result == "expired":
-                refused.append(_refusal(call, "not run: the confirmation expired"))
-                stop_all = True
-            elif d.get("decision") == "deny":
-                refused.append(ToolMessage(
-                    content=json.dumps({"permission_denied": True,
-                                        "required_role": d.get("required_role"),
-                                        "alternatives": d.get("alternatives") or []},
-                                       ensure_ascii=False),
-                    tool_call_id=call_id, name=call["name"], status="error"))
-            else:
-                refused.append(_refusal(call, "not run: the user denied it"))
-        if stop_all:
-            approved, keys = [], {}
-            refused = [_refusal(c, "not run: the confirmation expired") for c in ai.tool_calls]
-        goto: Literal["tools", "model"] = "tools" if approved else "model"
-        return Command(goto=goto, update={"approved": approved, "approved_keys": keys,
-                                          "messages": refused})
+            decision = state.get("decisions", {}).get(call["id"] or "", {})
+            _confirm_call(call, decision, runtime.context, verdicts)
+        if verdicts.expired:
+            verdicts = _Verdicts(refused=[_refusal(c, EXPIRED) for c in ai.tool_calls])
+        goto: Literal["tools", "model"] = "tools" if verdicts.approved else "model"
+        return Command(goto=goto, update={"approved": verdicts.approved,
+                                          "approved_keys": verdicts.keys,
+                                          "messages": verdicts.refused})
 
-    async def tools(state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
+    async def tools(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["model", "__end__"]]:
         ai = _last_ai(state)
         assert ai is not None
@@ -260,7 +232,7 @@ def build_graph(deps: GraphDeps) -> StateGraph:
             if halt is not None:
                 results.append(_refusal(call, "not run: the ss-tools API refused this turn"))
                 continue
-            outcome = await deps.tools.run(
+            outcome = await self.deps.tools.run(
                 tool_name=call["name"], call_id=call_id, args=call["args"],
                 user_jwt=runtime.context.user_jwt, idempotency_key=keys.get(call_id), emit=writer)
             results.append(ToolMessage(content=outcome.message_text(), tool_call_id=call_id,
@@ -274,24 +246,89 @@ def build_graph(deps: GraphDeps) -> StateGraph:
                        update={"messages": results, "approved": [], "halt": halt,
                                "untrusted": True})
 
-    def after_model(state: AgentState) -> str:
-        ai = _last_ai(state)
-        return "policy" if ai is not None and ai.tool_calls else END
 
-    def start(state: AgentState, runtime: Runtime[TurnRuntime]) -> str:
-        return "prefetch" if runtime.context.prefetch else "model"
+def start(state: AgentState, runtime: Runtime[TurnRuntime]) -> str:
+    return "prefetch" if runtime.context.prefetch else "model"
 
+
+def after_model(state: AgentState) -> str:
+    ai = _last_ai(state)
+    return "policy" if ai is not None and ai.tool_calls else END
+
+
+def build_graph(deps: GraphDeps) -> StateGraph:
+    nodes = Nodes(deps)
     g = StateGraph(AgentState, context_schema=TurnRuntime)
-    g.add_node("prefetch", prefetch)
-    g.add_node("model", model)
-    g.add_node("policy", policy)
-    g.add_node("confirm", confirm)
-    g.add_node("tools", tools)
+    g.add_node("prefetch", nodes.prefetch)
+    g.add_node("model", nodes.model)
+    g.add_node("policy", nodes.policy)
+    g.add_node("confirm", nodes.confirm)
+    g.add_node("tools", nodes.tools)
     g.add_conditional_edges(START, start, ["prefetch", "model"])
     g.add_edge("prefetch", "policy")
     g.add_conditional_edges("model", after_model, ["policy", END])
     g.add_edge("policy", "confirm")
     return g
+
+
+# --- the confirm node's steps --------------------------------------------------------------
+
+@dataclass
+class _Verdicts:
+    """What the confirm node decided so far: the calls to run (with their keys), the
+    ToolMessages of the others, and whether a card expired (then nothing runs)."""
+
+    approved: list[str] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)  # call_id -> Idempotency-Key
+    refused: list[ToolMessage] = field(default_factory=list)
+    expired: bool = False
+
+    def approve(self, call_id: str, key: str) -> None:
+        self.approved.append(call_id)
+        self.keys[call_id] = key
+
+
+def _confirm_call(call: Any, d: dict[str, Any], ctx: TurnRuntime, out: _Verdicts) -> None:
+    """One call: refused and allowed calls as decided; any other asks the user on a card."""
+    call_id = call["id"] or ""
+    if d.get("decision") == REFUSED:
+        out.refused.append(_refusal(call, f"not run: {d.get('detail')}"))
+        return
+    if d.get("decision") == "allow":
+        out.approve(call_id, idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id))
+        return
+    cid = confirm_id_for(ctx.conversation_id, call_id)
+    d, result = _ask(cid, ctx, call, d)
+    if d.get("decision") == "allow_with_confirmation" and result == "confirmed":
+        out.approve(call_id, cid)
+    elif result == "expired":
+        out.refused.append(_refusal(call, EXPIRED))
+        out.expired = True
+    elif d.get("decision") == "deny":
+        out.refused.append(_permission_denied(call, d))
+    else:
+        out.refused.append(_refusal(call, "not run: the user denied it"))
+
+
+def _ask(confirm_id: str, ctx: TurnRuntime, call: Any,
+         d: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The card as an `interrupt()`: the decision (as rechecked) and the user's answer."""
+    answer = interrupt(_card(confirm_id, ctx, call, d))  # raises on first run; the answer on resume
+    result = answer.get("result") if isinstance(answer, dict) else None
+    recheck = answer.get("recheck") if isinstance(answer, dict) else None
+    if isinstance(recheck, dict) and recheck.get("decision") == "deny":
+        # Confirmed, but the sidecar asked again with the user's current token said no.
+        return recheck, "denied"
+    return d, result
+
+
+def _permission_denied(call: Any, d: dict[str, Any]) -> ToolMessage:
+    return ToolMessage(
+        content=json.dumps({"permission_denied": True,
+                            "required_role": d.get("required_role"),
+                            "alternatives": d.get("alternatives") or []},
+                           ensure_ascii=False),
+        tool_call_id=call["id"] or "", name=call["name"], status="error")
 
 
 def _refusal(call: Any, text: str) -> ToolMessage:
