@@ -211,9 +211,9 @@ class TurnRunner:
         """Leave no call unanswered, in the checkpoint and in the records: every tool call of
         the thread's last model message without a ToolMessage gets one (`reason`, status
         error), after it the partial answer if there is one, and every call still `running`
-        in `tool_calls` gets `outcome`. After a cancel or a failure here, a run that died
-        mid-step (recovery.py), a card denied by a new message: the model never sees a call
-        without a result."""
+        in `tool_calls` gets `outcome`, so the model never sees a call without a result. The
+        one repair for a cancelled or failed turn, a run that died mid-step (recovery.py) and
+        a card a new message denies (ChatService)."""
         messages: list[BaseMessage] = (await self.state(conversation_id)).values.get(
             "messages", [])
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
