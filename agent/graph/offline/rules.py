@@ -8,6 +8,7 @@ ids from the words, and the context (UIContext, selected environment) for "эт�
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,52 +120,79 @@ def search_words(clause: str) -> str:
     return " ".join(keep[:6])
 
 
+@dataclass(frozen=True)
+class _Clause:
+    """What one clause offers a call's arguments: its words, numbers and environments, and
+    the turn's context (UIContext, selected environment) for what it leaves out."""
+
+    text: str
+    ctx: TurnContext
+    ui: dict[str, Any]
+    envs: list[str]
+    nums: list[int]
+
+    @classmethod
+    def read(cls, clause: str, ctx: TurnContext) -> _Clause:
+        return cls(clause, ctx, ctx.uicontext or {}, envs_in(clause), numbers_in(clause))
+
+    def ui_object(self, kind: str) -> int | None:
+        """The UIContext's object id when it is a `kind`."""
+        if self.ui.get("objectType") == kind and self.ui.get("objectId"):
+            return int(self.ui["objectId"])
+        return None
+
+    def first_number(self) -> int | None:
+        return self.nums[0] if self.nums else None
+
+
+def _env_id(c: _Clause) -> Any:
+    """The clause's last environment; for "этот" the page's; else the selected one."""
+    if c.envs:
+        return c.envs[-1]
+    if refers_to_context(c.text) and c.ui.get("envId"):
+        return c.ui["envId"]
+    return c.ctx.env_id or c.ui.get("envId") or None
+
+
+def _source_env(c: _Clause) -> Any:
+    return c.envs[0] if len(c.envs) > 1 else (c.ctx.env_id or c.ui.get("envId") or "ss-dev")
+
+
+def _task_id(c: _Clause) -> str | None:
+    m = _TASK_RE.search(normalize(c.text))
+    return m.group(1) if m else None
+
+
+# Each argument the planner fills, from a clause; None: the clause does not give it.
+_ARGUMENTS: dict[str, Callable[[_Clause], Any]] = {
+    "env_id": _env_id,
+    "target_env": lambda c: c.envs[-1] if c.envs else None,
+    "source_env": _source_env,
+    # A number in the clause, else the page's object ("этот дашборд", or no id at all).
+    "dashboard_id": lambda c: c.first_number() if c.nums else c.ui_object("dashboard"),
+    "dataset_id": lambda c: c.first_number() if c.nums else c.ui_object("dataset"),
+    "database_id": _Clause.first_number,
+    "event_id": _Clause.first_number,
+    "task_id": _task_id,
+    "query": lambda c: search_words(c.text) or None,
+    "reason": lambda c: c.text[:200],
+}
+
+
 def plan_call(tool: str, clause: str, ctx: TurnContext,
               schema: dict[str, Any]) -> dict[str, Any] | None:
     """Arguments for one call, or None when the clause lacks what the tool requires."""
     props: dict[str, Any] = schema.get("properties", {})
     required: list[str] = schema.get("required", [])
-    ui = ctx.uicontext or {}
-    use_context = refers_to_context(clause) or not numbers_in(clause)
-    envs = envs_in(clause)
-    env = envs[-1] if envs else (
-        ui.get("envId") if refers_to_context(clause) and ui.get("envId") else ctx.env_id
-    ) or ui.get("envId")
-    nums = numbers_in(clause)
+    words = _Clause.read(clause, ctx)
     args: dict[str, Any] = {}
     for name in props:
-        if name == "env_id" and env:
-            args[name] = env
-        elif name == "target_env" and envs:
-            args[name] = envs[-1]
-        elif name == "source_env":
-            args[name] = envs[0] if len(envs) > 1 else (ctx.env_id or ui.get("envId") or "ss-dev")
-        elif name == "dashboard_id":
-            if nums:
-                args[name] = nums[0]
-            elif use_context and ui.get("objectType") == "dashboard" and ui.get("objectId"):
-                args[name] = int(ui["objectId"])
-        elif name == "dataset_id":
-            if nums:
-                args[name] = nums[0]
-            elif ui.get("objectType") == "dataset" and ui.get("objectId"):
-                args[name] = int(ui["objectId"])
-        elif name in ("database_id", "event_id") and nums:
-            args[name] = nums[0]
-        elif name == "task_id":
-            m = _TASK_RE.search(normalize(clause))
-            if m:
-                args[name] = m.group(1)
-        elif name == "query":
-            words = search_words(clause)
-            if words:
-                args[name] = words
-        elif name == "reason":
-            args[name] = clause[:200]
+        fill = _ARGUMENTS.get(name)
+        value = fill(words) if fill is not None else None
+        if value is not None:
+            args[name] = value
     if "env_id" in required and "env_id" not in args:
         args["env_id"] = "ss-dev"
-    if "target_env" in required and "target_env" not in args:
-        return None
     if any(r not in args for r in required):
         return None
     return args
