@@ -16,6 +16,7 @@ from testkit.reliability import (
     assert_consistent,
     audit_ok,
     history_items,
+    rows,
     say,
     start_replica,
     wait_for,
@@ -105,8 +106,6 @@ def test_the_lease_holds_across_replicas(replicas: tuple[Stack, Service, Service
 
 
 def stack_rows_running(stack: Stack, cid: str) -> bool:
-    from reliability_support import rows
-
     return bool(rows(stack.database_url, "SELECT 1 FROM turns WHERE conversation_id=%s"
                      " AND status='running'", cid))
 
