@@ -61,31 +61,48 @@ def _cmd_test(args: argparse.Namespace) -> int:
 
 def _cmd_explain(args: argparse.Namespace) -> int:
     from agentchat.errors import TokenError
-    from agentchat.identity import parse_roles, user_verifier
-    from agentchat.tool_request import InvalidArguments, validate_arguments
 
     from .engine import CheckRequest, decide
     from .reload import ReloadError, build_snapshot
-    from .rules import SOURCE_OBJECT
-    from .snapshot import ANY_DOMAIN
 
     settings = _settings(args)
     try:
         snapshot, _ = build_snapshot(settings.policy_dir, settings.catalog_path)
-        envs = snapshot.environment_set
-        if args.token:
-            principal = user_verifier(settings, environments=envs).verify(args.token)
-            roles, who = principal.roles, principal.sub
-        else:
-            given = [r for r in (args.roles or "").split(",") if r]
-            roles, who = parse_roles(given, envs, quiet=True), "-"
-            ignored = [r for r in given if (r.partition("@")[0], r.partition("@")[2] or None)
-                       not in roles]
-            if ignored:
-                print(f"ignored roles (as in a token): {', '.join(ignored)}")
+        roles, who = _explained_roles(args, settings, snapshot.environment_set)
     except (TokenError, ReloadError) as e:
-        print(str(e.detail if isinstance(e, TokenError) else e), file=sys.stderr)
+        print(e.detail, file=sys.stderr)
         return 2
+    arguments = _explained_arguments(args, snapshot)
+    request = CheckRequest("explain", args.env, args.tool, arguments, untrusted=args.untrusted)
+    decision = decide(snapshot, roles, request, check_schema=False)
+    role_text = ",".join(r if e is None else f"{r}@{e}" for r, e in roles) or "(none)"
+    print(f"user {who}, roles {role_text}; env {args.env or '(none)'}, tool {args.tool}, "
+          f"context {request.context}")
+    print(f"policy revision {snapshot.revision} from {settings.policy_dir}")
+    _print_decision(decision, snapshot.tools.get(args.tool), arguments)
+    _print_matched_rules(args, snapshot, roles, decision, arguments, request.context)
+    return 0 if decision.allow else 1
+
+
+def _explained_roles(args: argparse.Namespace, settings: Any,
+                     envs: Any) -> tuple[Any, str]:
+    """The roles (and who holds them) from a verified --token, or from --roles as a token's."""
+    from agentchat.identity import parse_roles, user_verifier
+
+    if args.token:
+        principal = user_verifier(settings, environments=envs).verify(args.token)
+        return principal.roles, principal.sub
+    given = [r for r in (args.roles or "").split(",") if r]
+    roles = parse_roles(given, envs, quiet=True)
+    ignored = [r for r in given
+               if (r.partition("@")[0], r.partition("@")[2] or None) not in roles]
+    if ignored:
+        print(f"ignored roles (as in a token): {', '.join(ignored)}")
+    return roles, "-"
+
+
+def _explained_arguments(args: argparse.Namespace, snapshot: Any) -> dict[str, Any]:
+    """--arg key=value (JSON values allowed); --env fills the tool's environment argument."""
     arguments: dict[str, Any] = {}
     for item in args.arg or []:
         key, _, value = item.partition("=")
@@ -96,13 +113,12 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     tool = snapshot.tools.get(args.tool)
     if tool is not None and tool.environment is not None and args.env:
         arguments.setdefault(tool.environment.argument, args.env)
-    request = CheckRequest("explain", args.env, args.tool, arguments, untrusted=args.untrusted)
-    decision = decide(snapshot, roles, request, check_schema=False)
-    domain = decision.env_context or ANY_DOMAIN
-    role_text = ",".join(r if e is None else f"{r}@{e}" for r, e in roles) or "(none)"
-    print(f"user {who}, roles {role_text}; env {args.env or '(none)'}, tool {args.tool}, "
-          f"context {request.context}")
-    print(f"policy revision {snapshot.revision} from {settings.policy_dir}")
+    return arguments
+
+
+def _print_decision(decision: Any, tool: Any, arguments: dict[str, Any]) -> None:
+    from agentchat.tool_request import InvalidArguments, validate_arguments
+
     print(f"decision:      {decision.decision} ({decision.reason_code})")
     if decision.detail:
         print(f"detail:        {decision.detail}")
@@ -117,6 +133,17 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     print(f"required role: {decision.required_role or '-'}")
     alts = ", ".join(a["action"] for a in decision.alternatives or []) or "-"
     print(f"alternatives:  {alts}")
+
+
+def _print_matched_rules(args: argparse.Namespace, snapshot: Any, roles: Any, decision: Any,
+                         arguments: dict[str, Any], context: str) -> None:
+    """The p lines that grant the call (and its source, for a migration), then the p2 lines
+    that ask for a card in this context."""
+    from .rules import SOURCE_OBJECT
+    from .snapshot import ANY_DOMAIN
+
+    domain = decision.env_context or ANY_DOMAIN
+    tool = snapshot.tools.get(args.tool)
     checks = [(domain, args.tool)]
     if tool is not None and tool.environment and tool.environment.source_argument:
         source = arguments.get(tool.environment.source_argument)
@@ -128,13 +155,12 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             print(f"  policy.csv:{rule.line_no}: {rule.text()}")
         if not rules:
             print("  (none: no line grants any of these roles this in this environment)")
-    context_rules = snapshot.matching_context_rules(roles, domain, args.tool, request.context)
-    print(f"context rules for {args.tool} in {domain}, context {request.context}:")
+    context_rules = snapshot.matching_context_rules(roles, domain, args.tool, context)
+    print(f"context rules for {args.tool} in {domain}, context {context}:")
     for ctx_rule in context_rules:
         print(f"  policy.csv:{ctx_rule.line_no}: {ctx_rule.text()}")
     if not context_rules:
         print("  (none: no p2 line asks for a card here)")
-    return 0 if decision.allow else 1
 
 
 def register(subparsers: Any) -> None:
