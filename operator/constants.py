@@ -1,4 +1,4 @@
-"""The API group, resource names, label and annotation keys, and condition types.
+"""The API group, resource names, label keys, Secret data keys, condition types and the pruner lock.
 
 The chart's helpers emit the same label keys; keep both in step.
 """
@@ -9,7 +9,6 @@ GROUP = "agentchat.sstools.io"
 VERSION = "v1"
 KIND = "AgentChat"
 PLURAL = "agentchats"
-SINGULAR = "agentchat"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 # Labels on every object the operator writes.
@@ -17,13 +16,11 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "agentchat-operator"
 LABEL_INSTANCE = f"{GROUP}/instance"
 LABEL_PART = f"{GROUP}/part"
-ANNOTATION_KEY_IDS = f"{GROUP}/key-ids"
 
 # Data keys inside the Secrets and ConfigMap (the runtime contract; mounted as folders).
 RING_KEY = "signing-keys.json"
 JWKS_KEY = "jwks.json"
 TOKEN_KEY = "token"
-DATABASE_URL_KEY = "url"
 
 # Condition types in status.conditions.
 READY = "Ready"

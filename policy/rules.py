@@ -35,7 +35,6 @@ MAX_HIERARCHY_DEPTH = 8
 # Request contexts (`r2.ctx`): "untrusted" once ss-tools output has entered the turn's context
 # (the agent sends `context: {untrusted: true}`), else "trusted". `p2` lines name "untrusted".
 TRUSTED, UNTRUSTED = "trusted", "untrusted"
-CONTEXTS = (TRUSTED, UNTRUSTED)
 CONTEXT_RULE_CONTEXTS = (UNTRUSTED,)
 
 # The request (sub, dom, obj) against `p` lines decides allow/deny. The second set (r2, p2, e2,

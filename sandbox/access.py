@@ -21,7 +21,6 @@ ROLES_FOR: dict[str, frozenset[str]] = {
     "write": frozenset({"editor", "admin"}),
     "destructive": frozenset({"admin"}),
 }
-WEAKEST_ROLE = {"read": "viewer", "write": "editor", "destructive": "admin"}
 
 
 @dataclass(frozen=True)
