@@ -58,7 +58,7 @@ async def migrate(conn: psycopg.AsyncConnection[Any]) -> int:
         row = await cur.fetchone()
         done = int(row["v"] if isinstance(row, dict) else row[0])  # type: ignore[index]
         for version in range(done + 1, len(MIGRATIONS)):
-            await conn.execute(MIGRATIONS[version])  # type: ignore[arg-type]
+            await conn.execute(MIGRATIONS[version])
             await conn.execute("INSERT INTO agentchat_migrations (v) VALUES (%s)", (version,))
     return len(MIGRATIONS) - 1 - done
 

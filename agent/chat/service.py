@@ -251,8 +251,8 @@ class ChatService:
         turn_id = pending["turn_id"] or str(uuid.uuid4())
         if pending["turn_id"]:
             await turn_records.resume_turn(self.pool, turn_id)
-        graph_input = Command(resume={"result": result, "confirm_id": pending["confirm_id"],
-                                      "recheck": recheck})
+        graph_input: Command[Any] = Command(resume={
+            "result": result, "confirm_id": pending["confirm_id"], "recheck": recheck})
         turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
         return turn, [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
                        "result": result}]

@@ -14,10 +14,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StreamMode
 
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
@@ -28,6 +30,8 @@ from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent.chat.turns")
 END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
+# Model tokens, the tools' own events, and the updates that carry a card's interrupt.
+STREAM_MODES: list[StreamMode] = ["messages", "custom", "updates"]
 
 
 @dataclass
@@ -55,7 +59,8 @@ class Turn:
 
 
 class TurnRunner:
-    def __init__(self, *, graph: CompiledStateGraph, pool: Db, lease_s: float) -> None:
+    def __init__(self, *, graph: CompiledStateGraph[Any, TurnRuntime, Any, Any], pool: Db,
+                 lease_s: float) -> None:
         self.graph = graph
         self.pool = pool
         self.lease_s = lease_s
@@ -88,7 +93,7 @@ class TurnRunner:
                 continue
         log.error("gave up recording the failed turn %s", turn.turn_id)
 
-    def config(self, conversation_id: str) -> dict[str, Any]:
+    def config(self, conversation_id: str) -> RunnableConfig:
         return {"configurable": {"thread_id": conversation_id}}
 
     async def state(self, conversation_id: str) -> Any:
@@ -132,10 +137,12 @@ class TurnRunner:
     async def _stream(self, turn: Turn) -> None:
         config = self.config(turn.conversation_id)
         card: dict[str, Any] | None = None
-        async for mode, chunk in self.graph.astream(
+        async for part in self.graph.astream(
             turn.graph_input, config, context=turn.runtime,
-            stream_mode=["messages", "custom", "updates"],
+            stream_mode=STREAM_MODES,
         ):
+            # With a list of modes each part is (mode, chunk); langgraph types it loosely.
+            mode, chunk = cast(tuple[str, Any], part)
             if mode == "messages":
                 msg, meta = chunk
                 if meta.get("langgraph_node") == "model" and isinstance(msg, AIMessageChunk):

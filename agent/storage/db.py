@@ -56,20 +56,20 @@ async def connection(db: Db) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
 async def fetch_one(db: Db, sql: str, params: dict[str, Any]) -> Row | None:
     """The statement's first row (None when it returns none or no rows)."""
     async with connection(db) as conn:
-        cur = await conn.execute(sql, params)  # type: ignore[arg-type]
-        return await cur.fetchone() if cur.description else None  # type: ignore[return-value]
+        cur = await conn.execute(sql, params)
+        return await cur.fetchone() if cur.description else None
 
 
 async def fetch_all(db: Db, sql: str, params: dict[str, Any]) -> list[Row]:
     async with connection(db) as conn:
-        cur = await conn.execute(sql, params)  # type: ignore[arg-type]
-        rows: list[Row] = await cur.fetchall()  # type: ignore[assignment]
+        cur = await conn.execute(sql, params)
+        rows: list[Row] = await cur.fetchall()
         return rows
 
 
 async def execute(db: Db, sql: str, params: dict[str, Any]) -> None:
     async with connection(db) as conn:
-        await conn.execute(sql, params)  # type: ignore[arg-type]
+        await conn.execute(sql, params)
 
 
 def not_found() -> AgentChatError:
