@@ -43,6 +43,29 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     app.state.holder = holder
     app.include_router(api_router)
 
+    _install_error_handlers(app)
+    mounted = _mount_gradio(app, holder, settings)
+
+    def user_of(headers: Headers) -> str | None:
+        try:
+            return holder.get().verifier.verify(bearer(headers)).sub
+        except AgentChatError:
+            return None
+
+    # The guard on the Gradio mount (see _mount_gradio): FileData and file routes.
+    app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of)
+
+    # --- request-body limit (agent/api/limits.py) --------------------------------------------
+    # Added last so it is the outermost middleware: an oversized body is refused (413) before
+    # anything buffers it. Gradio's upload route is exempt (its own per-file max_file_size).
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       exempt=gradio_upload_paths(settings.mount_path))
+    return mounted
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Every error, whoever raises it, as `{code, detail}` (agent/api/errors.py)."""
+
     @app.exception_handler(AgentChatError)
     async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
         return error_response(exc.http_status, exc.code, exc.detail)
@@ -68,6 +91,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
         log.exception("unexpected error")
         return error_response(500, ErrorCode.INTERNAL, "internal error")
 
+
+def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) -> FastAPI:
     blocks = build_blocks(holder, settings)
     # Gradio's queue runs at most `max_threads` jobs at once (40 unless launch() sets it, and
     # mount_gradio_app cannot), whatever the concurrency limits say: 200 conversations ran in
@@ -86,18 +111,4 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
                                   blocked_paths=[str(settings.data_dir.resolve())],
                                   max_file_size=settings.max_file_bytes)
     blocks.has_launched = True
-
-    def user_of(headers: Headers) -> str | None:
-        try:
-            return holder.get().verifier.verify(bearer(headers)).sub
-        except AgentChatError:
-            return None
-
-    app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of)
-
-    # --- request-body limit (agent/api/limits.py) --------------------------------------------
-    # Added last so it is the outermost middleware: an oversized body is refused (413) before
-    # anything buffers it. Gradio's upload route is exempt (its own per-file max_file_size).
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
-                       exempt=gradio_upload_paths(settings.mount_path))
     return mounted
