@@ -19,7 +19,7 @@ from agentchat.agent.api.main import api_router
 from agentchat.agent.chat.blocks import build_blocks
 from agentchat.agent.chat.uploads import GradioFileGuard
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage.store import STORAGE_ERRORS
+from agentchat.agent.storage.db import STORAGE_ERRORS
 from agentchat.agent.wiring import ServiceHolder, build_services
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import bearer

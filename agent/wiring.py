@@ -17,7 +17,7 @@ from agentchat.agent.graph.model import make_llm
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.agent.graph.tool_runtime import ToolRuntime
-from agentchat.agent.selection.turn_tools import TurnToolPlanner
+from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.db import create_pool, migrate, resolve_database_url
@@ -70,7 +70,7 @@ async def build_services(settings: AgentSettings) -> Services:
     runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s)
     verifier = user_verifier(settings)
     chat = ChatService(settings=settings, pool=pool, runner=runner, verifier=verifier,
-                       planner=TurnToolPlanner(settings, catalog), policy=deps.policy,
+                       tools=TurnToolChooser(settings, catalog), policy=deps.policy,
                        catalog=catalog)
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     sweeper = OrphanSweeper(pool=pool, runner=runner, lease_s=settings.lease_s)

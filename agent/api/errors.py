@@ -28,6 +28,7 @@ _WHEN = {
     401: "UNAUTHORIZED: missing, invalid or expired user token",
     404: "NOT_FOUND: no such conversation, or another user's",
     409: "CONVERSATION_ARCHIVED: the conversation is archived",
+    413: "INVALID_REQUEST: the request body is over the limit (AGENTCHAT_AGENT_MAX_BODY_BYTES)",
     422: "INVALID_REQUEST: malformed input",
     500: "INTERNAL",
     503: "STORAGE_UNAVAILABLE: the database is unreachable (retryable)",
@@ -35,9 +36,10 @@ _WHEN = {
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """`responses=` for a route: each status with the `{code, detail}` body (500 always)."""
+    """`responses=` for a route: each status with the `{code, detail}` body; 413 and 500 on
+    every route (the body limit is a middleware in front of all of them)."""
     return {s: {"model": ErrorBody, "description": _WHEN[s]}
-            for s in sorted({*statuses, 500})}
+            for s in sorted({*statuses, 413, 500})}
 
 
 _CODES = {400: ErrorCode.INVALID_REQUEST, 401: ErrorCode.UNAUTHORIZED,

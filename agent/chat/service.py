@@ -19,7 +19,7 @@ from agentchat.agent.chat.turns import Turn, TurnRunner
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
-from agentchat.agent.selection.turn_tools import TurnToolPlanner
+from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import confirmations, conversations, leases
 from agentchat.agent.storage import turns as turn_records
@@ -32,7 +32,7 @@ from agentchat.identity import Principal, TokenVerifier
 
 class ChatService:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
-                 verifier: TokenVerifier, planner: TurnToolPlanner, policy: PolicyClient,
+                 verifier: TokenVerifier, tools: TurnToolChooser, policy: PolicyClient,
                  catalog: Catalog) -> None:
         self.settings = settings
         self.policy = policy
@@ -40,7 +40,7 @@ class ChatService:
         self.pool = pool
         self.runner = runner
         self.verifier = verifier
-        self.planner = planner
+        self.tools = tools
 
     # -- who and which conversation -------------------------------------------------------------
 
@@ -104,7 +104,7 @@ class ChatService:
                        env_id: str | None, uicontext: dict[str, Any] | None) -> TurnRuntime:
         """A new plan for a turn: the tools offered and the prefetch (a new turn, a retry)."""
         # Selection is a few ms of CPU (embeddings): keep it off the event loop.
-        plan = await asyncio.to_thread(self.planner.plan, text, uicontext, env_id)
+        plan = await asyncio.to_thread(self.tools.choose, text, uicontext, env_id)
         return TurnRuntime(conversation_id=conversation_id, user_jwt=token, tools=plan.tools,
                            turn=TurnContext(env_id=env_id, uicontext=uicontext),
                            prefetch=plan.prefetch,

@@ -47,9 +47,6 @@ class TurnToolChooser:
         log.debug("selected %s for %r: %s", selection.tools, text[:80], explain)
         return TurnTools(tools=list(selection.tools), prefetch=prefetch, explain=explain)
 
-    # The name agent/chat/service.py and agent/api/routes/agent.py call it by.
-    plan = choose
-
     def _prefetch_calls(self, text: str, uicontext: dict[str, Any] | None
                         ) -> list[dict[str, Any]]:
         """A `get_dashboard` call per dashboard the turn refers to (at most MAX_PREFETCH)."""
@@ -60,6 +57,3 @@ class TurnToolChooser:
         return [{"name": PREFETCH_TOOL, "id": "call_pf_" + uuid.uuid4().hex[:16],
                  "args": {"dashboard_id": ref}} for ref in refs]
 
-
-# The old name, for agent/wiring.py and agent/chat/service.py until they say TurnToolChooser.
-TurnToolPlanner = TurnToolChooser

@@ -78,6 +78,6 @@ async def debug_tool_selection(
         ctx = UIContext.model_validate_json(uicontext).model_dump() if uicontext else None
     except ValueError:
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "bad UIContext") from None
-    plan = services.chat.planner.plan(q, ctx)
+    plan = services.chat.tools.choose(q, ctx)
     return SelectionDebug(tools=plan.tools, prefetch=[p["args"] for p in plan.prefetch],
                           explain=plan.explain)
