@@ -46,6 +46,8 @@ typecheck: $(STAMP)
 
 test: $(STAMP) $(JS_STAMP) browser
 	$(BIN)/ruff check .
+	$(BIN)/python tools/link_tree.py >/dev/null
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -107,7 +107,7 @@ def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) 
     # without it a FileData-tagged /etc/passwd was copied into the cache, unauthenticated, and
     # /dev/zero was hashed forever on the event loop. The guard answers such input with
     # INVALID_REQUEST before Gradio's queue, and asks a user token on upload and file routes.
-    mounted = gr.mount_gradio_app(app, blocks, path=settings.mount_path, allowed_paths=[],
+    mounted: FastAPI = gr.mount_gradio_app(app, blocks, path=settings.mount_path, allowed_paths=[],
                                   blocked_paths=[str(settings.data_dir.resolve())],
                                   max_file_size=settings.max_file_bytes)
     blocks.has_launched = True

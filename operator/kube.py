@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import kopf
 from kubernetes import client, config
@@ -17,6 +18,12 @@ from kubernetes.client.exceptions import ApiException
 
 from agentchat.errors import LocalError
 from agentchat.operator import constants as c
+
+
+def as_body(obj: Mapping[str, Any]) -> kopf.Body:
+    """An object for kopf's event and owner functions, which read any mapping with `metadata`
+    at run time but are typed for kopf's own `Body`."""
+    return cast(kopf.Body, obj)
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -124,5 +131,5 @@ class Kube:
             }},
         }
         # Owned by the AgentChat: deleting it garbage-collects what it wrote.
-        kopf.adopt(body, owner=owner)
+        kopf.adopt(body, owner=as_body(owner))
         return body

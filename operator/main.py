@@ -26,7 +26,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 
 @kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.operator_tick_s)
-async def rotate_keys(body: kopf.Body, patch: kopf.Patch, retry: int, memo: kopf.Memo,
+async def rotate_keys(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int = 0,
                       **_: Any) -> None:
     await handle_rotate_agentchat(body=body, patch=patch, retry=retry,
                                   settings=memo["settings"], kube=memo["kube"])
@@ -34,7 +34,7 @@ async def rotate_keys(body: kopf.Body, patch: kopf.Patch, retry: int, memo: kopf
 
 @kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="prune-checkpoints",
             interval=SETTINGS.operator_tick_s)
-async def prune_checkpoints(body: kopf.Body, patch: kopf.Patch, retry: int, memo: kopf.Memo,
+async def prune_checkpoints(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int = 0,
                             **_: Any) -> None:
     await handle_prune_agentchat(body=body, patch=patch, retry=retry, memo=memo,
                                  settings=memo["settings"], kube=memo["kube"])

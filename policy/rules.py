@@ -283,7 +283,8 @@ def validate(source: PolicySource, catalog: Catalog) -> None:
         raise PolicyError(f"catalog: tool names clash with risk groups: {sorted(clash)}")
     groups = set(RISK_GROUPS) | {g for _, g in source.groups}
     envs = set(catalog.environments)
-    for r in (*source.rules, *source.context_rules):
+    lines: tuple[Rule | ContextRule, ...] = (*source.rules, *source.context_rules)
+    for r in lines:
         if r.dom != "*" and r.dom not in envs:
             raise PolicyError(f"{where}:{r.line_no}: unknown environment {r.dom!r} "
                               f"(catalog: {', '.join(sorted(envs))})")

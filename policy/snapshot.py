@@ -83,7 +83,8 @@ class Snapshot:
 
         obj_groups = _closure((*catalog_groups(catalog), *source.groups))
         ancestors = _closure(source.roles)
-        for r in (*source.rules, *source.context_rules):
+        lines: tuple[Rule | ContextRule, ...] = (*source.rules, *source.context_rules)
+        for r in lines:
             ancestors.setdefault(r.sub, frozenset({r.sub}))
 
         def obj_bits(target: str) -> int:
@@ -122,10 +123,10 @@ class Snapshot:
             for dom in self.domains:
                 allow = deny = 0
                 for a in inherited:
-                    slot = direct.get((a, dom))
-                    if slot:
-                        allow |= slot[0]
-                        deny |= slot[1]
+                    masks = direct.get((a, dom))
+                    if masks:
+                        allow |= masks[0]
+                        deny |= masks[1]
                 per_dom[dom] = (allow, deny)
             self._eff[role] = per_dom
             self._explicit[role] = 0

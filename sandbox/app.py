@@ -115,7 +115,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
                             status_code=200 if ready else 503)
 
     @app.post("/api/auth/service-token", tags=["auth"])
-    async def service_token(body: ServiceTokenRequest) -> dict[str, Any]:
+    async def service_token(body: ServiceTokenRequest) -> dict[str, Any] | JSONResponse:
         secret = settings.client_secret.get_secret_value() if settings.client_secret else ""
         # Both compared in constant time, and both always compared.
         ok_id = hmac.compare_digest(body.client_id.encode(), settings.client_id.encode())

@@ -55,4 +55,5 @@ def build_blocks(holder: ServiceHolder, settings: AgentSettings) -> gr.Blocks:
         chat.__annotations__["return"] = dict[str, Any]  # gr.api types the stream's items
         gr.api(chat, api_name="chat", concurrency_limit=settings.chat_concurrency)
         build_page(holder, settings)
-    return blocks
+    built: gr.Blocks = blocks
+    return built

@@ -15,13 +15,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import gradio as gr
+from gradio.components.chatbot import ExampleMessage
 
 from agentchat.agent.chat.stream import run_chat
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.wiring import ServiceHolder
 from agentchat.identity import DEMO_USERS
 
-EXAMPLES = [
+EXAMPLES: list[ExampleMessage] = [
     {"text": "Что ты умеешь?"},
     {"text": "Найди дашборды про энергопотребление"},
     {"text": "Какое состояние у prod?"},
@@ -63,6 +64,7 @@ def build_page(holder: ServiceHolder, settings: AgentSettings) -> None:
 def _layout(settings: AgentSettings) -> _Page:
     gr.Markdown("## AgentChat — ss-tools assistant")
     with gr.Row():
+        user: gr.Dropdown | gr.Textbox
         if settings.is_dev:
             user = gr.Dropdown(choices=list(DEMO_USERS), value="alice", label="Demo user",
                                scale=1, elem_id="agentchat-user")

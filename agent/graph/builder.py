@@ -242,7 +242,8 @@ class Nodes:
                 halt = error_body(ErrorCode.FORBIDDEN,
                                   f"the ss-tools API refused {call['name']}")
         # From here on ss-tools text is in the model's context: later checks say so.
-        return Command(goto=END if halt else "model",
+        goto: Literal["model", "__end__"] = "__end__" if halt else "model"
+        return Command(goto=goto,
                        update={"messages": results, "approved": [], "halt": halt,
                                "untrusted": True})
 
@@ -256,7 +257,7 @@ def after_model(state: AgentState) -> str:
     return "policy" if ai is not None and ai.tool_calls else END
 
 
-def build_graph(deps: GraphDeps) -> StateGraph:
+def build_graph(deps: GraphDeps) -> StateGraph[AgentState, TurnRuntime, AgentState, AgentState]:
     nodes = Nodes(deps)
     g = StateGraph(AgentState, context_schema=TurnRuntime)
     g.add_node("prefetch", nodes.prefetch)

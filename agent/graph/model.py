@@ -33,7 +33,8 @@ def make_llm(settings: AgentSettings) -> BaseChatModel:
     if settings.llm_api_key:
         kwargs["api_key"] = settings.llm_api_key
     model = settings.llm if ":" in settings.llm else f"openai:{settings.llm}"
-    return init_chat_model(model, **kwargs)
+    chat_model: BaseChatModel = init_chat_model(model, **kwargs)
+    return chat_model
 
 
 async def llm_status(settings: AgentSettings, http: httpx.AsyncClient) -> dict[str, Any]:

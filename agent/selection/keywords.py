@@ -130,10 +130,11 @@ class KeywordMatcher:
                     n = len(phrase.units)
                     if start + n > len(tokens):
                         continue
-                    hows = [per_token[start + j].get(u) for j, u in enumerate(phrase.units)]
-                    if any(h is None for h in hows):
+                    found = [per_token[start + j].get(u) for j, u in enumerate(phrase.units)]
+                    hows = [h for h in found if h is not None]
+                    if len(hows) < len(found):
                         continue
-                    how: How = max(hows, key=lambda h: _RANK[h or "exact"]) or "exact"
+                    how: How = max(hows, key=lambda h: _RANK[h])
                     key = (phrase.tool, phrase.keyword)
                     if key not in hits or _RANK[how] < _RANK[hits[key][1].how]:
                         words = " ".join(t.word for t in tokens[start:start + n])

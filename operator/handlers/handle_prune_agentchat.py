@@ -17,7 +17,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from agentchat.db import create_pool, migrate
 from agentchat.errors import ErrorCode, LocalError
 from agentchat.operator import constants as c
-from agentchat.operator.kube import Kube, KubeError
+from agentchat.operator.kube import Kube, KubeError, as_body
 from agentchat.operator.pruning import PrunerBusy, Retention, prune
 from agentchat.operator.settings import OperatorSettings
 from agentchat.operator.spec import AgentChatSpec, InvalidSpec, parse_spec
@@ -69,7 +69,7 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
         patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
         prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.PRUNED) or {}
         if prev.get("reason") != "NoDatabase" or prev.get("message") != str(e):
-            kopf.warn(dict(body), reason="PruneFailed", message=str(e))
+            kopf.warn(as_body(body), reason="PruneFailed", message=str(e))
         _conditions(patch, status, False, "NoDatabase", str(e), now)
         return
     except (KubeError, psycopg.Error, OSError) as e:
@@ -80,7 +80,7 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
         patch.status["prune"] = {**prune_status, "failures": failures + 1,
                                  "lastFailureAt": iso(now), "nextRunAt": iso(now + delay)}
         _conditions(patch, status, False, reason, message, now)
-        kopf.warn(dict(body), reason="PruneFailed", message=f"{message}; retry in {delay:.0f}s")
+        kopf.warn(as_body(body), reason="PruneFailed", message=f"{message}; retry in {delay:.0f}s")
         raise kopf.TemporaryError(message, delay=delay) from None
 
     memo["prune_next_at"] = now + ck.interval_seconds
@@ -92,7 +92,7 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
                f"({report.checkpoints_deleted} checkpoints) in {report.duration_s:.2f}s; "
                f"skipped {report.skipped_busy} busy")
     _conditions(patch, status, True, "Pruned", message, now)
-    kopf.info(dict(body), reason="Pruned", message=message)
+    kopf.info(as_body(body), reason="Pruned", message=message)
 
 
 def _describe(e: Exception) -> tuple[str, str]:

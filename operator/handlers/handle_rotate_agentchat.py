@@ -17,7 +17,7 @@ import kopf
 from agentchat.errors import LocalError
 from agentchat.keys import KeyRing, sign_service_token
 from agentchat.operator import constants as c
-from agentchat.operator.kube import Kube, KubeError
+from agentchat.operator.kube import Kube, KubeError, as_body
 from agentchat.operator.rotation import Plan, RotationPolicy, next_due, plan_rotation
 from agentchat.operator.settings import OperatorSettings
 from agentchat.operator.spec import AgentChatSpec, InvalidSpec, Names, parse_spec
@@ -74,7 +74,7 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
         await kube.apply_secret(owner, names.signing_keys, {c.RING_KEY: plan.ring.to_json()},
                                 "signing-keys")
     for action in plan.actions:
-        kopf.info(owner, reason=EVENT_REASONS[action.verb], message=action.describe())
+        kopf.info(as_body(owner), reason=EVENT_REASONS[action.verb], message=action.describe())
 
     token_data = await kube.read_secret(namespace, names.service_token)
     token = (token_data or {}).get(c.TOKEN_KEY)
@@ -91,7 +91,7 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
     header, claims = read_claims(token) or ({}, {})
     refresh_at = claims["exp"] - spec.service_token.refresh_margin_seconds
     if reason is not None:
-        kopf.info(owner, reason="TokenRenewed",
+        kopf.info(as_body(owner), reason="TokenRenewed",
                   message=f"service token re-minted ({reason}); key {header.get('kid')}, "
                           f"expires {iso(claims['exp'])}")
 
@@ -140,7 +140,7 @@ def _fail(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any], reason: st
     """Conditions false with the reason; an Event only when the failure is new."""
     prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.KEYS_ROTATED)
     if not prev or prev.get("reason") != reason or prev.get("message") != message:
-        kopf.warn(dict(body), reason=reason, message=message)
+        kopf.warn(as_body(body), reason=reason, message=message)
     # The token already minted stays usable until it expires; say so rather than alarm.
     expires = parse_iso((status.get("token") or {}).get("expiresAt"))
     token = (condition(c.TOKEN_FRESH, True, "TokenValid",

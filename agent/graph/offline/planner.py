@@ -124,7 +124,7 @@ class OfflinePlanner(BaseChatModel):
             if pre and not _GREETING.search(normalize(text)):
                 return AIMessage(content=compose_answer(pre, ru))
             return AIMessage(content=_direct_answer(text, ru, ctx))
-        preface = ("Выполняю: " if ru else "Running: ") + ", ".join(c["name"] for c in calls)
+        preface = ("Выполняю: " if ru else "Running: ") + ", ".join(str(c["name"]) for c in calls)
         return AIMessage(content=preface + "\n", tool_calls=calls)
 
     def _obey(self, results: list[ToolMessage], schemas: dict[str, Any], human: BaseMessage,
