@@ -114,7 +114,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
                              "keys": "loaded" if ready else "a JWKS file has no keys"},
                             status_code=200 if ready else 503)
 
-    @app.post("/api/auth/service-token", tags=["auth"])
+    @app.post("/api/auth/service-token", tags=["auth"], response_model=None)
     async def service_token(body: ServiceTokenRequest) -> dict[str, Any] | JSONResponse:
         secret = settings.client_secret.get_secret_value() if settings.client_secret else ""
         # Both compared in constant time, and both always compared.
