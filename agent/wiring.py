@@ -9,11 +9,12 @@ import httpx
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
+from agentchat.agent.chat.limits import UserLimits
 from agentchat.agent.chat.recovery import OrphanSweeper
 from agentchat.agent.chat.service import ChatService
 from agentchat.agent.chat.turns import TurnRunner
 from agentchat.agent.graph.builder import GraphDeps, build_graph
-from agentchat.agent.graph.model import make_llm
+from agentchat.agent.graph.model import LlmStatusProbe, make_llm
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.agent.graph.tool_runtime import ToolRuntime
@@ -37,6 +38,7 @@ class Services:
     verifier: TokenVerifier
     tokens: ServiceTokenProvider
     dev_issuer: DevUserIssuer | None
+    llm_status: LlmStatusProbe  # one cached probe for llm-status and /readyz
     sweeper: OrphanSweeper | None = None
 
     async def aclose(self) -> None:
@@ -71,13 +73,13 @@ async def build_services(settings: AgentSettings) -> Services:
     verifier = user_verifier(settings)
     chat = ChatService(settings=settings, pool=pool, runner=runner, verifier=verifier,
                        tools=TurnToolChooser(settings, catalog), policy=deps.policy,
-                       catalog=catalog)
+                       catalog=catalog, limits=UserLimits.from_settings(settings))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     sweeper = OrphanSweeper(pool=pool, runner=runner, lease_s=settings.lease_s)
     sweeper.start()
     return Services(settings=settings, catalog=catalog, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
-                    sweeper=sweeper)
+                    llm_status=LlmStatusProbe(settings, http), sweeper=sweeper)
 
 
 class ServiceHolder:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,13 +108,3 @@ class RunSlot:
             self.released = True
             self.limits._release(self.sub)
 
-
-# One UserLimits per ChatService (one per running agent), without a new constructor argument.
-_BY_SERVICE: weakref.WeakKeyDictionary[object, UserLimits] = weakref.WeakKeyDictionary()
-
-
-def user_limits(service: object, settings: AgentSettings) -> UserLimits:
-    limits = _BY_SERVICE.get(service)
-    if limits is None:
-        limits = _BY_SERVICE[service] = UserLimits.from_settings(settings)
-    return limits

@@ -15,6 +15,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
 
 from agentchat.agent.chat.inputs import ChatRequest
+from agentchat.agent.chat.limits import UserLimits
 from agentchat.agent.chat.turns import Turn, TurnRunner
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.graph.offline.rules import TurnContext
@@ -33,8 +34,9 @@ from agentchat.identity import Principal, TokenVerifier
 class ChatService:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
                  verifier: TokenVerifier, tools: TurnToolChooser, policy: PolicyClient,
-                 catalog: Catalog) -> None:
+                 catalog: Catalog, limits: UserLimits) -> None:
         self.settings = settings
+        self.limits = limits
         self.policy = policy
         self.catalog = catalog
         self.pool = pool
@@ -266,7 +268,5 @@ class ChatService:
         if tool is None:
             return {"decision": "deny", "required_role": None, "alternatives": []}
         state = await self.runner.state(conversation_id)
-        return await self.policy.check(
-            user_jwt=token, tool=tool.name, arguments=args,
-            environment=tool.environments_of(args)[0],
-            untrusted=bool(state.values.get("untrusted")))
+        return await self.policy.check_call(user_jwt=token, tool=tool, arguments=args,
+                                            untrusted=bool(state.values.get("untrusted")))

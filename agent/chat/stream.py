@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentchat.agent.chat.inputs import file_text, parse_request
-from agentchat.agent.chat.limits import RunSlot, user_limits
+from agentchat.agent.chat.limits import RunSlot
 from agentchat.agent.chat.service import ChatService
 from agentchat.agent.chat.turns import END_OF_STREAM, Turn
 from agentchat.agent.metrics import EVENTS, FIRST_EVENT
@@ -96,7 +96,7 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         cid = req.conversation_id
         principal, token = service.authenticate(req, bearer(headers))
         # Per-user limits (agent/chat/limits.py) before anything is opened or stored.
-        slot = user_limits(service, service.settings).admit(principal.sub)
+        slot = service.limits.admit(principal.sub)
         if req.files and req.action is None:
             # Read (off the event loop, the caller's own uploads only) before a conversation is
             # opened, so a refused file leaves nothing behind, not even an empty conversation.

@@ -192,9 +192,8 @@ class Nodes:
             args = validate_arguments(tool, call["args"])
         except InvalidArguments as e:
             return _refused(f"invalid arguments: {e}")
-        d = await self.deps.policy.check(
-            user_jwt=ctx.user_jwt, tool=tool.name, arguments=args,
-            environment=tool.environments_of(args)[0], untrusted=bool(state.get("untrusted")))
+        d = await self.deps.policy.check_call(user_jwt=ctx.user_jwt, tool=tool, arguments=args,
+                                              untrusted=bool(state.get("untrusted")))
         if d.get("decision") == "deny" and d.get("reason_code") == INVALID_ARGUMENTS:
             return _refused(f"invalid arguments: {d.get('detail') or 'refused by the policy'}")
         return d

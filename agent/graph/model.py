@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,16 +83,3 @@ class LlmStatusProbe:
         finally:
             self._inflight = None
 
-
-# One probe per running service, keyed by its HTTP client (Services holds one), so neither
-# the Services dataclass nor the app needs a new field; gone with the client.
-_PROBES: weakref.WeakKeyDictionary[httpx.AsyncClient, LlmStatusProbe] = \
-    weakref.WeakKeyDictionary()
-
-
-async def cached_llm_status(settings: AgentSettings, http: httpx.AsyncClient) -> dict[str, Any]:
-    """What `GET /api/agent/llm-status` and `/readyz` report (see LlmStatusProbe)."""
-    probe = _PROBES.get(http)
-    if probe is None:
-        probe = _PROBES[http] = LlmStatusProbe(settings, http)
-    return await probe.get()

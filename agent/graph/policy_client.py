@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from agentchat.agent.graph.service_token import ServiceTokenProvider
+from agentchat.catalog import Tool
 from agentchat.errors import AgentChatError, ErrorCode
 
 
@@ -59,3 +60,10 @@ class PolicyClient:
                 break
             return decision
         raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")
+
+    async def check_call(self, *, user_jwt: str, tool: Tool, arguments: dict[str, Any],
+                         untrusted: bool) -> dict[str, Any]:
+        """`check` for one catalog tool's call: the environment is the call's own argument."""
+        return await self.check(user_jwt=user_jwt, tool=tool.name, arguments=arguments,
+                                environment=tool.environments_of(arguments)[0],
+                                untrusted=untrusted)

@@ -11,7 +11,6 @@ from pydantic import BaseModel
 
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.chat.inputs import UIContext
-from agentchat.agent.graph.model import cached_llm_status
 from agentchat.agent.storage import leases
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.keys import public_members
@@ -35,7 +34,7 @@ class ActiveState(BaseModel):
 async def get_llm_status(_: CurrentUser, services: ServicesDep) -> dict[str, Any]:
     """Users only, and cached (AGENTCHAT_LLM_STATUS_CACHE_S): anonymous callers must not be
     able to make the agent call the model endpoint once per request."""
-    return await cached_llm_status(services.settings, services.http)
+    return await services.llm_status.get()
 
 
 @router.get("/.well-known/jwks.json")

@@ -11,7 +11,6 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agentchat.agent.api.deps import ServicesDep
-from agentchat.agent.graph.model import cached_llm_status
 from agentchat.agent.metrics import REGISTRY
 
 router = APIRouter(tags=["health"])
@@ -42,7 +41,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
 
     async def model() -> str | None:
         # Cached like llm-status: an anonymous probe must not make an outbound call each.
-        status = await cached_llm_status(services.settings, services.http)
+        status = await services.llm_status.get()
         return None if status["reachable"] else "model endpoint unreachable"
 
     problems = [p for p in await asyncio.gather(database(), sidecar(), model()) if p]
