@@ -70,12 +70,19 @@ async def migrate_url(url: str) -> int:
 
 def create_pool(url: str, *, min_size: int = 1, max_size: int = 10,
                 timeout: float = 10.0) -> AsyncConnectionPool:
-    """A pool whose connections are checked before use, so it recovers after a restart."""
+    """A pool whose connections are checked before use, so it recovers after a restart.
+
+    A connection that cannot be re-made is given up after `timeout` rather than psycopg's
+    five minutes: its retries back off (1, 2, 4, 8 s...) and hold a slot of the pool, so after
+    a long outage a request could wait out a backoff although the server is back. Given up,
+    the slot is free and the next request connects at once.
+    """
     return AsyncConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,
         timeout=timeout,
+        reconnect_timeout=timeout,
         kwargs=CONNECTION_KWARGS,
         check=AsyncConnectionPool.check_connection,
         open=False,
