@@ -208,4 +208,33 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE turns ADD COLUMN IF NOT EXISTS plan jsonb;
     """,
+    # 7: runs (docs/protocol.md §4, "Runs"). Every streaming submit is a run of its turn; its events
+    # are kept in order (as sent: a stream_token carries the whole answer so far) so a client
+    # can rejoin on any replica. The replica heartbeats its live runs; any replica marks a run
+    # without a heartbeat `lost`. Expand-only: older replicas ignore both tables.
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        id               text PRIMARY KEY,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          text NOT NULL,
+        kind             text NOT NULL,           -- message | confirm | deny | retry
+        tab_id           text NOT NULL,
+        replica          text NOT NULL,
+        status           text NOT NULL DEFAULT 'running',
+            -- running | completed | awaiting_confirmation | failed | cancelled | lost
+        last_seq         integer NOT NULL DEFAULT 0,
+        first_kept_seq   integer NOT NULL DEFAULT 1,
+        started_at       timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at     timestamptz NOT NULL DEFAULT now(),
+        finished_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS runs_conversation ON runs (conversation_id, started_at DESC);
+    CREATE INDEX IF NOT EXISTS runs_live ON runs (heartbeat_at) WHERE status = 'running';
+    CREATE TABLE IF NOT EXISTS run_events (
+        run_id           text NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        seq              integer NOT NULL,
+        event            jsonb NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    """,
 ]

@@ -29,6 +29,7 @@ from agentchat.catalog import Catalog
 from agentchat.db import conversation_lock
 from agentchat.errors import AgentChatError, ErrorCode, TokenError
 from agentchat.identity import Principal, TokenVerifier
+from agentchat.words import turn_language
 
 
 class ChatService:
@@ -111,7 +112,7 @@ class ChatService:
                            turn=TurnContext(env_id=env_id, uicontext=uicontext),
                            prefetch=plan.prefetch,
                            confirmation_ttl_s=self.settings.confirmation_ttl_s,
-                           turn_id=turn_id)
+                           turn_id=turn_id, lang=turn_language(text))
 
     def _resumed_runtime(self, conversation_id: str, token: str,
                          last: dict[str, Any] | None) -> TurnRuntime:
@@ -123,12 +124,13 @@ class ChatService:
                            turn=TurnContext(env_id=plan.get("env_id"),
                                             uicontext=plan.get("uicontext")),
                            confirmation_ttl_s=self.settings.confirmation_ttl_s,
-                           turn_id=str((last or {}).get("id") or ""))
+                           turn_id=str((last or {}).get("id") or ""),
+                           lang="en" if plan.get("lang") == "en" else "ru")
 
     @staticmethod
     def _plan_record(runtime: TurnRuntime) -> dict[str, Any]:
         return {"tools": runtime.tools, "env_id": runtime.turn.env_id,
-                "uicontext": runtime.turn.uicontext}
+                "uicontext": runtime.turn.uicontext, "lang": runtime.lang}
 
     async def _new_turn(self, req: ChatRequest, token: str, conversation_id: str,
                         session: str) -> Turn:

@@ -43,6 +43,7 @@ from agentchat.agent.graph.tool_runtime import INVALID_ARGUMENTS, ToolRuntime, r
 from agentchat.catalog import Catalog
 from agentchat.errors import AgentChatError, ErrorCode, error_body
 from agentchat.tool_request import InvalidArguments, validate_arguments
+from agentchat.words import Lang
 
 PREFETCH_NAME = "prefetch"
 CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
@@ -71,6 +72,7 @@ class TurnRuntime:
     prefetch: list[dict[str, Any]] = field(default_factory=list)
     confirmation_ttl_s: float = 300.0
     turn_id: str = ""
+    lang: Lang = "ru"  # the turn's language (agentchat.words), kept in the turn's plan
 
 
 @dataclass
