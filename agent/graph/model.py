@@ -9,8 +9,10 @@ from typing import Any
 
 import httpx
 from langchain_core.language_models import BaseChatModel
+from prometheus_client import Gauge
 
 from agentchat.agent.graph.offline.planner import OfflinePlanner
+from agentchat.agent.metrics import REGISTRY
 from agentchat.agent.settings import OFFLINE_OBEDIENT, AgentSettings
 
 OFFLINE = "offline"
@@ -55,14 +57,27 @@ async def llm_status(settings: AgentSettings, http: httpx.AsyncClient) -> dict[s
             "latency_ms": round((time.monotonic() - started) * 1000, 1), "checked_at": checked}
 
 
+# At most one probe of the provider a minute per replica, whatever the cache setting says:
+# the probe answers `llm-status` only (readiness never waits on it), so fresher is not needed.
+LLM_PROBE_MIN_INTERVAL_S = 60.0
+
+LLM_REACHABLE = Gauge("agentchat_llm_reachable",
+                      "1 when the last probe of the model endpoint answered, else 0",
+                      registry=REGISTRY)
+LLM_PROBE_LATENCY = Gauge("agentchat_llm_probe_latency_seconds",
+                          "How long the last probe of the model endpoint took",
+                          registry=REGISTRY)
+
+
 class LlmStatusProbe:
-    """`llm_status` cached for `ttl_s`; callers that arrive while a probe runs await that
-    same probe, so any number of requests make at most one outbound call per interval."""
+    """`llm_status` cached for `ttl_s` (at least LLM_PROBE_MIN_INTERVAL_S); callers that
+    arrive while a probe runs await that same probe, so any number of requests make at most
+    one outbound call per interval. Each probe also sets the metrics above."""
 
     def __init__(self, settings: AgentSettings, http: httpx.AsyncClient) -> None:
         self.settings = settings
         self.http = http
-        self.ttl_s = settings.llm_status_cache_s
+        self.ttl_s = max(settings.llm_status_cache_s, LLM_PROBE_MIN_INTERVAL_S)
         self._value: dict[str, Any] | None = None
         self._at = 0.0
         self._inflight: asyncio.Future[dict[str, Any]] | None = None
@@ -79,6 +94,8 @@ class LlmStatusProbe:
         try:
             value = await llm_status(self.settings, self.http)
             self._value, self._at = value, time.monotonic()
+            LLM_REACHABLE.set(1 if value["reachable"] else 0)
+            LLM_PROBE_LATENCY.set(value["latency_ms"] / 1000)
             return value
         finally:
             self._inflight = None

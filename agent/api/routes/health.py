@@ -1,4 +1,8 @@
-"""Liveness, readiness (database, sidecar, model) and metrics."""
+"""Liveness, readiness (what this pod needs: the database pool and the sidecar) and metrics.
+
+The model endpoint is not part of readiness: a slow or failing provider would take every
+replica out of the Service, and the page, history and REST API with it. Its state is the
+cached `llm-status` route and the `agentchat_llm_reachable` metric (agent/graph/model.py)."""
 
 from __future__ import annotations
 
@@ -39,12 +43,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
             return f"policy sidecar: {type(e).__name__}"
         return None if resp.status_code == 200 else f"policy sidecar: {resp.status_code}"
 
-    async def model() -> str | None:
-        # Cached like llm-status: an anonymous probe must not make an outbound call each.
-        status = await services.llm_status.get()
-        return None if status["reachable"] else "model endpoint unreachable"
-
-    problems = [p for p in await asyncio.gather(database(), sidecar(), model()) if p]
+    problems = [p for p in await asyncio.gather(database(), sidecar()) if p]
     body: dict[str, Any] = {"status": "ok" if not problems else "unavailable",
                             "problems": problems}
     return JSONResponse(body, status_code=200 if not problems else 503)
