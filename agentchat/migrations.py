@@ -237,4 +237,22 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, seq)
     );
     """,
+    # 8: pruning that scales (the operator's pruner, operator/pruning.py). Each rule walks its
+    # own index in key order, so a batch costs the same at any table size:
+    # - conversations_prune_activity: threads inactive past retention (delete);
+    # - conversations_prune_archived: archived threads past retention (delete);
+    # - conversations_prune_uncompacted: idle threads with activity since their last compaction
+    #   (keep_latest). `compacted_activity_at` is the last_activity_at a thread had when the
+    #   pruner last compacted it, so a compacted thread leaves the index until it is used again,
+    #   instead of being probed for checkpoints at every run. Expand-only.
+    """
+    ALTER TABLE conversations ADD COLUMN IF NOT EXISTS compacted_activity_at timestamptz;
+    CREATE INDEX IF NOT EXISTS conversations_prune_activity
+        ON conversations (last_activity_at, id);
+    CREATE INDEX IF NOT EXISTS conversations_prune_archived
+        ON conversations (archived_at, id) WHERE is_archived;
+    CREATE INDEX IF NOT EXISTS conversations_prune_uncompacted
+        ON conversations (last_activity_at, id)
+        WHERE compacted_activity_at IS NULL OR compacted_activity_at < last_activity_at;
+    """,
 ]

@@ -8,8 +8,16 @@
   between leaves a conversation row that the next run finds again, never orphan checkpoints.
 - A thread that runs (its per-conversation advisory lock is held: agentchat.db) or has a
   pending, unexpired card is never touched; both are re-checked once the lock is ours.
-- Candidates are walked in (last_activity_at, id) order with a keyset cursor, so skipped
-  threads are not revisited within a run.
+- Each rule has its own sargable query over its own index (migration 8), walked with a keyset
+  cursor in index order, so a batch costs the same at 200k or 1M conversations and skipped
+  threads are not revisited within a run: inactive past retention
+  (`conversations_prune_activity`), archived past retention (`conversations_prune_archived`),
+  idle with activity since their last compaction (`conversations_prune_uncompacted`; the
+  `compacted_activity_at` column records a compaction, instead of probing checkpoints per row).
+- A delete re-checks the rule under a row lock (`FOR UPDATE`) held until the rows are gone, so
+  a restore or a new turn that commits first saves the thread, and one that comes second finds
+  no row (a restore answers 404, never 200 for a thread that is then deleted).
+- Compacting a thread also drops its `runs` (and so their events) except the newest one.
 - One pruner per database at a time: a session advisory lock (constants.PRUNER_LOCK).
 """
 
@@ -29,38 +37,75 @@ from agentchat.db import release_conversation_lock, try_conversation_lock
 from agentchat.errors import LocalError
 from agentchat.operator.constants import PRUNER_LOCK
 
-# The candidate predicate; %(...)s are the cut-off times. `expired` = delete, else keep_latest.
-_PENDING_CARD = """EXISTS (SELECT 1 FROM confirmations f WHERE f.conversation_id = c.id
-                   AND f.status = 'pending' AND f.expires_at > now())"""
-# A turn that streams (or streamed in the last lease period) holds a lease: leave it alone.
-_ACTIVE_LEASE = """EXISTS (SELECT 1 FROM leases l WHERE l.conversation_id = c.id
-                   AND l.until > now())"""
+# Shared by every rule: a thread with a pending, unexpired card or a live lease (a turn that
+# streams, or streamed within the lease period) is left alone. Both are index probes
+# (confirmations_pending, the leases primary key) on the batch's rows only.
+_FREE = """NOT EXISTS (SELECT 1 FROM confirmations f WHERE f.conversation_id = c.id
+                   AND f.status = 'pending' AND f.expires_at > now())
+  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.conversation_id = c.id AND l.until > now())"""
 _EXPIRED = """(c.last_activity_at < %(inactive_before)s
               OR (c.is_archived AND c.archived_at < %(archived_before)s))"""
-# keep_latest only where there is something to drop (more than one checkpoint).
-_HAS_HISTORY = """(SELECT count(*) FROM (SELECT 1 FROM checkpoints k
-                   WHERE k.thread_id = c.id LIMIT 2) s) > 1"""
+_UNCOMPACTED = ("(c.compacted_activity_at IS NULL"
+                " OR c.compacted_activity_at < c.last_activity_at)")
 
-SELECT_CANDIDATES = f"""
-SELECT c.id, c.last_activity_at, {_EXPIRED} AS expired
+# One query per rule, each the exact shape of its index (migration 8): a range on the index's
+# leading column, the keyset cursor as a row comparison, ORDER BY the index's columns.
+SELECT_INACTIVE = f"""
+SELECT c.id, c.last_activity_at AS k
 FROM conversations c
-WHERE (c.last_activity_at, c.id) > (%(after_ts)s, %(after_id)s)
-  AND (c.last_activity_at < %(idle_before)s OR {_EXPIRED})
-  AND NOT {_PENDING_CARD}
-  AND NOT {_ACTIVE_LEASE}
-  AND ({_EXPIRED} OR {_HAS_HISTORY})
+WHERE c.last_activity_at < %(inactive_before)s
+  AND (c.last_activity_at, c.id) > (%(after_ts)s, %(after_id)s)
+  AND {_FREE}
 ORDER BY c.last_activity_at, c.id
 LIMIT %(limit)s
 """
+SELECT_ARCHIVED = f"""
+SELECT c.id, c.archived_at AS k
+FROM conversations c
+WHERE c.is_archived AND c.archived_at < %(archived_before)s
+  AND (c.archived_at, c.id) > (%(after_ts)s, %(after_id)s)
+  AND {_FREE}
+ORDER BY c.archived_at, c.id
+LIMIT %(limit)s
+"""
+# Idle, not yet past retention (those are the delete rules' own), used since last compacted.
+SELECT_IDLE = f"""
+SELECT c.id, c.last_activity_at AS k
+FROM conversations c
+WHERE {_UNCOMPACTED}
+  AND c.last_activity_at < %(idle_before)s
+  AND c.last_activity_at >= %(inactive_before)s
+  AND (c.last_activity_at, c.id) > (%(after_ts)s, %(after_id)s)
+  AND NOT (c.is_archived AND c.archived_at < %(archived_before)s)
+  AND {_FREE}
+ORDER BY c.last_activity_at, c.id
+LIMIT %(limit)s
+"""
+# (rule, query, deletes?) in the order a run applies them: deletions first, so the idle rule
+# never compacts a thread about to go.
+RULES = (("inactive", SELECT_INACTIVE, True), ("archived", SELECT_ARCHIVED, True),
+         ("idle", SELECT_IDLE, False))
 
-# The same predicate for threads whose lock we now hold (a turn may have run meanwhile).
+# The rules again for threads whose advisory lock we now hold (a turn may have run meanwhile).
+# FOR UPDATE: the rows stay locked until the delete commits, so a concurrent restore, archive
+# or activity either commits first (and the re-check sees it) or waits and finds no row.
 RECHECK = f"""
 SELECT c.id, {_EXPIRED} AS expired
 FROM conversations c
 WHERE c.id = ANY(%(ids)s)
   AND (c.last_activity_at < %(idle_before)s OR {_EXPIRED})
-  AND NOT {_PENDING_CARD}
-  AND NOT {_ACTIVE_LEASE}
+  AND {_FREE}
+FOR UPDATE OF c
+"""
+
+# A compacted thread keeps only its newest run; older runs (and their events, by cascade) go.
+DELETE_OLD_RUNS = """
+DELETE FROM runs r WHERE r.conversation_id = %(id)s AND r.id <> (
+    SELECT n.id FROM runs n WHERE n.conversation_id = %(id)s
+    ORDER BY n.started_at DESC, n.id DESC LIMIT 1)
+"""
+MARK_COMPACTED = """
+UPDATE conversations SET compacted_activity_at = last_activity_at WHERE id = %(id)s
 """
 
 COUNT_ROWS = """
@@ -134,23 +179,34 @@ async def prune(pool: AsyncConnectionPool, saver: AsyncPostgresSaver, retention:
         if not got["ok"]:
             raise PrunerBusy("another pruner is running on this database")
         try:
-            after: tuple[datetime, str] = (datetime.min.replace(tzinfo=UTC), "")
-            while True:
-                rows: list[Any] = await (await conn.execute(SELECT_CANDIDATES, {
-                    **cut, "after_ts": after[0], "after_id": after[1],
-                    "limit": retention.batch_size,
-                })).fetchall()
-                if not rows:
-                    break
-                after = (rows[-1]["last_activity_at"], rows[-1]["id"])
-                report.batches += 1
-                await _prune_batch(conn, saver, rows, cut, report, retention.pause_ratio)
-                if len(rows) < retention.batch_size:
-                    break
+            for _rule, query, deletes in RULES:
+                await _walk(conn, saver, query, deletes, cut, retention, report)
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s, %s)", PRUNER_LOCK)
     report.duration_s = time.monotonic() - started
     return report
+
+
+async def _walk(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver, query: str,
+                deletes: bool, cut: dict[str, Any], retention: Retention,
+                report: PruneReport) -> None:
+    """One rule's candidates, batch by batch, in its index's order (keyset cursor)."""
+    after: tuple[datetime, str] = (datetime.min.replace(tzinfo=UTC), "")
+    while True:
+        rows: list[Any] = await (await conn.execute(query, {
+            **cut, "after_ts": after[0], "after_id": after[1], "limit": retention.batch_size,
+        })).fetchall()
+        if not rows:
+            return
+        after = (rows[-1]["k"], rows[-1]["id"])
+        report.batches += 1
+        ids = [r["id"] for r in rows]
+        if deletes:
+            await _delete_batch(conn, saver, ids, cut, report, retention.pause_ratio)
+        else:
+            await _compact(conn, saver, ids, cut, report, retention.pause_ratio)
+        if len(rows) < retention.batch_size:
+            return
 
 
 async def _lock_and_recheck(
@@ -177,18 +233,17 @@ async def _pause(started: float, ratio: float) -> None:
         await asyncio.sleep((time.monotonic() - started) * ratio)
 
 
-async def _prune_batch(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver,
-                       rows: list[Any], cut: dict[str, Any], report: PruneReport,
-                       pause_ratio: float) -> None:
-    # Deletions: in chunks of DELETE_CHUNK threads (inactive for days, so the lock wait does
-    # not matter); small transactions keep the WAL bursts that slow live turns short.
+async def _delete_batch(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver,
+                        ids: list[str], cut: dict[str, Any], report: PruneReport,
+                        pause_ratio: float) -> None:
+    # In chunks of DELETE_CHUNK threads (inactive for days, so the lock wait does not
+    # matter); small transactions keep the WAL bursts that slow live turns short.
     late: list[str] = []
-    expired_ids = [r["id"] for r in rows if r["expired"]]
-    for i in range(0, len(expired_ids), DELETE_CHUNK):
-        late += await _delete_chunk(conn, saver, expired_ids[i:i + DELETE_CHUNK], cut, report,
+    for i in range(0, len(ids), DELETE_CHUNK):
+        late += await _delete_chunk(conn, saver, ids[i:i + DELETE_CHUNK], cut, report,
                                     pause_ratio)
-    await _compact(conn, saver, [r["id"] for r in rows if not r["expired"]] + late, cut,
-                   report, pause_ratio)
+    # A thread that stopped qualifying for deletion (a restore) but is still idle.
+    await _compact(conn, saver, late, cut, report, pause_ratio)
 
 
 async def _delete_chunk(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver,
@@ -196,18 +251,23 @@ async def _delete_chunk(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgres
                         pause_ratio: float) -> list[str]:
     """Delete the threads that still qualify; return those now only idle (to compact)."""
     started = time.monotonic()
-    locked, ok = await _lock_and_recheck(conn, ids, cut, report)
+    locked: list[str] = []
+    late: list[str] = []
     try:
-        expired = [r["id"] for r in ok if r["expired"]]
-        if expired:
-            before_ckpt, before_rows = await _count(conn, expired)
-            await saver.aprune(expired, strategy="delete")
-            await conn.execute(DELETE_CONVERSATIONS, (expired,))
-            report.threads_deleted += len(expired)
-            report.checkpoints_deleted += before_ckpt
-            report.rows_deleted += before_rows
-        # A thread that stopped qualifying for deletion but is still idle is compacted below.
-        late = [r["id"] for r in ok if not r["expired"]]
+        # The row locks of the re-check are held until the conversations are deleted.
+        async with conn.transaction():
+            locked, ok = await _lock_and_recheck(conn, ids, cut, report)
+            expired = [r["id"] for r in ok if r["expired"]]
+            late = [r["id"] for r in ok if not r["expired"]]
+            if expired:
+                before_ckpt, before_rows = await _count(conn, expired)
+                # Checkpoints first (the saver's own connection): a failure after this leaves
+                # conversation rows that the next run finds again, never orphan checkpoints.
+                await saver.aprune(expired, strategy="delete")
+                await conn.execute(DELETE_CONVERSATIONS, (expired,))
+                report.threads_deleted += len(expired)
+                report.checkpoints_deleted += before_ckpt
+                report.rows_deleted += before_rows
     finally:
         for tid in locked:
             await release_conversation_lock(conn, tid)
@@ -237,6 +297,8 @@ async def _compact(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver
                 report.skipped_ids.append(tid)
                 continue
             after_ckpt, after_rows = await _count(conn, [tid])
+            await conn.execute(DELETE_OLD_RUNS, {"id": tid})
+            await conn.execute(MARK_COMPACTED, {"id": tid})
             report.threads_compacted += 1
             report.checkpoints_deleted += before_ckpt - after_ckpt
             report.rows_deleted += before_rows - after_rows

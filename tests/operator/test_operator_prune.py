@@ -196,3 +196,199 @@ def test_unreachable_database_is_reported_and_retried(cluster: KubeEmulator,
     assert "s3cret-pw" not in "".join(p.read_text() for p in tmp_path.glob("operator-*.log"))
     # Keys and token are unaffected by the database outage.
     assert conditions(cluster, "chat")["Ready"]["status"] == "True"
+
+
+# --- pruning that scales (issue 23, item 7) ------------------------------------------------
+
+
+async def _open(database_url: str) -> tuple[Any, AsyncPostgresSaver]:
+    pool = create_pool(database_url, max_size=6)
+    await pool.open(wait=True)
+    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    await saver.setup()
+    return pool, saver
+
+
+async def _add_runs(conn: psycopg.AsyncConnection[Any], tid: str, n: int) -> list[str]:
+    """n runs of the conversation, oldest first, two events each."""
+    now = datetime.now(UTC)
+    ids = []
+    for i in range(n):
+        rid = f"{tid}-run-{i}"
+        await conn.execute(
+            "INSERT INTO runs (id, conversation_id, turn_id, kind, tab_id, replica, status,"
+            " started_at) VALUES (%s, %s, %s, 'message', 'tab', 'r1', 'completed', %s)",
+            (rid, tid, f"t{i}", now - timedelta(days=3) + timedelta(minutes=i)))
+        for seq in (1, 2):
+            await conn.execute("INSERT INTO run_events (run_id, seq, event) VALUES (%s, %s,"
+                               " '{}')", (rid, seq))
+        ids.append(rid)
+    return ids
+
+
+async def test_compaction_keeps_only_the_newest_run_and_is_not_repeated(
+        database_url: str) -> None:
+    pool, saver = await _open(database_url)
+    try:
+        async with pool.connection() as conn:
+            await seed(conn, saver)
+            runs = await _add_runs(conn, "idle", 3)
+            fresh_runs = await _add_runs(conn, "fresh", 2)
+            report = await prune(pool, saver, RETENTION)
+            assert report.threads_compacted == 3  # idle, running, expired-card
+            kept = await (await conn.execute(
+                "SELECT r.id, count(e.seq) AS events FROM runs r LEFT JOIN run_events e"
+                " ON e.run_id = r.id GROUP BY r.id ORDER BY r.id")).fetchall()
+            assert {r["id"]: r["events"] for r in kept} == {  # type: ignore[call-overload,index]
+                runs[-1]: 2, fresh_runs[0]: 2, fresh_runs[1]: 2}
+            orphan = await (await conn.execute(
+                "SELECT count(*) AS n FROM run_events WHERE run_id = ANY(%s)",
+                (runs[:-1],))).fetchone()
+            assert orphan["n"] == 0  # type: ignore[index]
+
+            # Recorded in the row: the next run does not visit the compacted threads at all.
+            again = await prune(pool, saver, RETENTION)
+            assert (again.threads_compacted, again.batches) == (0, 0)
+            # A new turn (activity after the compaction) makes the thread a candidate again.
+            await chat_graph(saver).ainvoke({"messages": ["back"]}, cfg("idle"))
+            await conn.execute("UPDATE conversations SET last_activity_at = now() - interval"
+                               " '1 day' WHERE id = 'idle'")
+            assert (await checkpoints(conn))["idle"] > 1
+            third = await prune(pool, saver, RETENTION)
+            assert third.threads_compacted == 1
+            assert (await checkpoints(conn))["idle"] == 1
+    finally:
+        await pool.close()
+
+
+SCALE_SEED = """
+INSERT INTO conversations (id, owner, last_activity_at, is_archived, archived_at,
+                           compacted_activity_at)
+SELECT 'bulk-' || i, 'u' || (i %% 500), a, i %% 50 = 0, CASE WHEN i %% 50 = 0 THEN a END,
+       -- every idle thread already compacted but the newest few: the steady state
+       CASE WHEN i > 200 THEN a END
+FROM generate_series(1, %(n)s) AS i,
+     LATERAL (SELECT now() - interval '2 days' - (i || ' minutes')::interval AS a) t
+"""
+
+
+async def test_every_rule_query_walks_its_index(database_url: str) -> None:
+    """EXPLAIN on a table of 30,000 conversations: each rule's query is an index scan of its
+    own index (no sequential scan of conversations, no sort), so a batch reads about
+    batch-size rows whatever the table's size."""
+    from agentchat.operator import pruning
+
+    async with await psycopg.AsyncConnection.connect(
+            database_url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        await conn.execute(SCALE_SEED, {"n": 30000})
+        await conn.execute("ANALYZE conversations")
+        now = datetime.now(UTC)
+        params = {"idle_before": now - timedelta(hours=1),
+                  "inactive_before": now - timedelta(days=10),
+                  "archived_before": now - timedelta(days=5),
+                  "after_ts": datetime.min.replace(tzinfo=UTC), "after_id": "", "limit": 200}
+        expected = {"inactive": "conversations_prune_activity",
+                    "archived": "conversations_prune_archived",
+                    "idle": "conversations_prune_uncompacted"}
+        for rule, query, _ in pruning.RULES:
+            rows = await (await conn.execute("EXPLAIN (FORMAT JSON) " + query,
+                                             params)).fetchall()
+            plan = rows[0]["QUERY PLAN"][0]["Plan"]  # type: ignore[index]
+            nodes = list(_nodes(plan))
+            scans = [n for n in nodes if n.get("Relation Name") == "conversations"]
+            assert len(scans) == 1, (rule, nodes)
+            assert scans[0]["Node Type"] in ("Index Scan", "Index Only Scan"), (rule, scans)
+            assert scans[0]["Index Name"] == expected[rule], (rule, scans)
+            assert not [n for n in nodes if n["Node Type"] == "Sort"], rule
+
+
+def _nodes(plan: dict[str, Any]) -> Any:
+    yield plan
+    for child in plan.get("Plans") or []:
+        yield from _nodes(child)
+
+
+class _SlowDeleteSaver(AsyncPostgresSaver):
+    """The real saver, pausing inside the delete of "archived" so a restore can race it."""
+
+    deleting: asyncio.Event
+    proceed: asyncio.Event
+
+    async def aprune(self, thread_ids: Any, *, strategy: str = "keep_latest") -> None:
+        if strategy == "delete" and "archived" in thread_ids:
+            self.deleting.set()
+            await self.proceed.wait()
+        await super().aprune(thread_ids, strategy=strategy)
+
+
+async def test_a_restore_racing_a_prune_never_returns_200_for_a_deleted_thread(
+        database_url: str) -> None:
+    from agentchat.agent.storage.conversations import restore_conversation
+    from agentchat.errors import AgentChatError
+
+    pool, _ = await _open(database_url)
+    saver = _SlowDeleteSaver(pool)  # type: ignore[arg-type]
+    saver.deleting, saver.proceed = asyncio.Event(), asyncio.Event()
+    try:
+        async with pool.connection() as conn:
+            await seed(conn, saver)
+
+        async def restore() -> bool:
+            try:
+                await restore_conversation(pool, owner="alice", conversation_id="archived")
+            except AgentChatError:
+                return False  # 404
+            return True  # 200
+
+        # The restore arrives while the pruner deletes "archived": it waits for the delete.
+        pruning = asyncio.create_task(prune(pool, saver, RETENTION))
+        await asyncio.wait_for(saver.deleting.wait(), 30)
+        assert "archived" in await _deleting(pool)  # its row is locked during the delete
+        racing = asyncio.create_task(restore())
+        await asyncio.sleep(0.5)
+        saver.proceed.set()
+        await pruning
+        restored = await racing
+        async with pool.connection() as conn:
+            row = await (await conn.execute(
+                "SELECT count(*) AS n FROM conversations WHERE id = 'archived'")).fetchone()
+        exists = row["n"] == 1  # type: ignore[index]
+        assert restored == exists, (restored, exists)
+        assert not exists  # the delete had the row lock first: the restore found nothing
+
+        # And many races at random moments: a 200 always means the thread is still there.
+        for i in range(10):
+            async with pool.connection() as conn:
+                tid = f"race-{i}"
+                await conn.execute(
+                    "INSERT INTO conversations (id, owner, last_activity_at, is_archived,"
+                    " archived_at) VALUES (%s, 'alice', now() - interval '40 days', true,"
+                    " now() - interval '35 days')", (tid,))
+            fast = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+
+            async def restore_one(tid: str = tid, delay: float = i * 0.003) -> bool:
+                await asyncio.sleep(delay)
+                try:
+                    await restore_conversation(pool, owner="alice", conversation_id=tid)
+                except AgentChatError:
+                    return False
+                return True
+
+            ok, _report = await asyncio.gather(restore_one(), prune(pool, fast, RETENTION))
+            async with pool.connection() as conn:
+                row = await (await conn.execute(
+                    "SELECT count(*) AS n FROM conversations WHERE id = %s", (tid,))).fetchone()
+            assert ok == (row["n"] == 1), (tid, ok)  # type: ignore[index]
+    finally:
+        await pool.close()
+
+
+async def _deleting(pool: Any) -> set[str]:
+    """The conversations whose rows the pruner holds locked right now."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(
+            "SELECT id FROM conversations FOR UPDATE SKIP LOCKED")).fetchall()
+        free = {r["id"] for r in rows}
+        every = {r["id"] for r in await (await conn.execute(
+            "SELECT id FROM conversations")).fetchall()}
+    return every - free
