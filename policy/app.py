@@ -43,6 +43,7 @@ from .engine import (
 from .metrics import PolicyMetrics
 from .reload import PolicyStore
 from .settings import PolicySettings
+from .snapshot import Snapshot
 from .tokens import CachedVerifier
 
 log = logging.getLogger("agentchat.policy")
@@ -86,6 +87,18 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
+def _source_env(snapshot: Snapshot | None, body: CheckBody) -> str | None:
+    """A migration's source environment for the decision log (a replay needs it): only a
+    catalog environment's name, never any other argument text."""
+    if snapshot is None:
+        return None
+    tool = snapshot.tools.get(body.tool)
+    if tool is None or tool.environment is None or tool.environment.source_argument is None:
+        return None
+    value = body.arguments.get(tool.environment.source_argument)
+    return value if isinstance(value, str) and value in snapshot.environment_set else None
+
+
 class Sidecar:
     """Everything a request needs: settings, verifiers, the snapshot store, log and metrics."""
 
@@ -111,19 +124,10 @@ class Sidecar:
 
     async def admit(self, request: Request, model: type[BaseModel]) -> tuple[
             Principal, BaseModel, Principal | TokenError]:
-        auth = request.headers.get("authorization", "")
         user_jwt = request.headers.get("x-user-jwt")
-        if len(auth) > MAX_TOKEN_BYTES + 7 or len(user_jwt or "") > MAX_TOKEN_BYTES:
+        if len(user_jwt or "") > MAX_TOKEN_BYTES:
             raise Refused(413, ErrorCode.INVALID_REQUEST, "a token is over 8 KB")
-        token = bearer(request.headers)
-        try:
-            if token is None:
-                raise TokenError("missing", "service token refused: missing Bearer token")
-            service = self.service.verify(token)
-        except TokenError as e:
-            self.metrics.service_refused.labels(e.cause).inc()
-            raise Refused(401, ErrorCode.UNAUTHORIZED,
-                          f"service token refused: {e.cause}") from None
+        service = self.verify_service(request)
         if self.store.snapshot is None:
             raise Refused(503, ErrorCode.POLICY_UNAVAILABLE,
                           f"no policy loaded: {self.store.last_error or 'loading'}")
@@ -140,6 +144,20 @@ class Sidecar:
         except TokenError as e:
             user = e
         return service, parsed, user
+
+    def verify_service(self, request: Request) -> Principal:
+        """The service JWT (`Authorization: Bearer`): 413 over 8 KB, 401 when refused."""
+        if len(request.headers.get("authorization", "")) > MAX_TOKEN_BYTES + 7:
+            raise Refused(413, ErrorCode.INVALID_REQUEST, "a token is over 8 KB")
+        token = bearer(request.headers)
+        try:
+            if token is None:
+                raise TokenError("missing", "service token refused: missing Bearer token")
+            return self.service.verify(token)
+        except TokenError as e:
+            self.metrics.service_refused.labels(e.cause).inc()
+            raise Refused(401, ErrorCode.UNAUTHORIZED,
+                          f"service token refused: {e.cause}") from None
 
     async def _body(self, request: Request) -> bytes:
         limit = self.settings.policy_max_body_bytes
@@ -176,7 +194,8 @@ class Sidecar:
             user_sub=None if isinstance(user, TokenError) else user.sub,
             roles=[] if isinstance(user, TokenError) else user.role_strings(),
             env=decision.env_context or body.environment, arguments=body.arguments,
-            context={"untrusted": body.context.untrusted}, latency_us=int(elapsed * 1e6))
+            context={"untrusted": body.context.untrusted}, latency_us=int(elapsed * 1e6),
+            source_env=_source_env(snapshot, body))
         return decision
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -276,7 +295,14 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
             out["tools"] = permissions(snapshot, user.roles, body.environment)
         return _json(out)
 
+    async def policy(request: Request) -> Response:
+        # The service token only: this says which policy serves, not what a user may do. It
+        # names files and a refused edit's reason, so it is not open like /readyz.
+        sidecar.verify_service(request)
+        return _json(sidecar.store.status())
+
     for path, endpoint in (("/v1/check", check), ("/v1/checks", checks),
                            ("/v1/permissions", perms)):
         app.add_route(path, endpoint, methods=["POST"], include_in_schema=False)
+    app.add_route("/v1/policy", policy, methods=["GET"], include_in_schema=False)
     return app

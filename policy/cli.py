@@ -1,4 +1,5 @@
-"""`agentchat policy serve | test | explain`: the sidecar and the platform team's tools."""
+"""`agentchat policy serve | test | explain | matrix | diff | replay`: the sidecar and the
+platform team's tools (policy/README.md, "Reviewing a policy edit")."""
 
 from __future__ import annotations
 
@@ -163,6 +164,122 @@ def _print_matched_rules(args: argparse.Namespace, snapshot: Any, roles: Any, de
         print("  (none: no p2 line asks for a card here)")
 
 
+def _load(folder: Path, catalog: Path, label: str) -> Any:
+    """A compiled snapshot, or None after saying on stderr why the folder does not load."""
+    from .reload import ReloadError, build_snapshot
+
+    try:
+        return build_snapshot(folder, catalog)[0]
+    except ReloadError as e:
+        print(f"{label} policy {folder} does not load:\n{e}", file=sys.stderr)
+        return None
+
+
+def _claims(values: list[str] | None) -> list[tuple[str, ...]]:
+    return [tuple(r for r in v.split(",") if r) for v in values or []]
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    from .matrix import build_matrix, policy_roles, principals, render
+
+    settings = _settings(args)
+    folder = Path(args.dir) if args.dir else settings.policy_dir
+    snapshot = _load(folder, settings.catalog_path, "the")
+    if snapshot is None:
+        return 2
+    who = principals(policy_roles(snapshot), snapshot.environments, _claims(args.principal))
+    _emit(render(snapshot, build_matrix(snapshot, who), args.format), args.output)
+    return 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import GitError, diff_policies, git_sides, to_json, to_markdown
+
+    settings = _settings(args)
+    base = Path(args.catalog) if args.catalog else settings.catalog_path
+    old_catalog = Path(args.old_catalog) if args.old_catalog else base
+    new_catalog = Path(args.new_catalog) if args.new_catalog else base
+    if args.git:
+        if len(args.sides) != 1:
+            print("policy diff --git REV1..REV2 PATH: give one policy folder path",
+                  file=sys.stderr)
+            return 2
+        try:
+            old_dir, new_dir, old_cat, new_cat = git_sides(
+                args.git, Path(args.sides[0]),
+                Path(args.git_catalog) if args.git_catalog else None)
+        except GitError as e:
+            print(f"policy diff: {e.detail}", file=sys.stderr)
+            return 2
+        old_catalog, new_catalog = old_cat or old_catalog, new_cat or new_catalog
+        rev_old, _, rev_new = args.git.partition("..")
+        labels = (f"{rev_old or 'HEAD'}:{args.sides[0]}", f"{rev_new or 'HEAD'}:{args.sides[0]}")
+    elif len(args.sides) == 2:
+        old_dir, new_dir = Path(args.sides[0]), Path(args.sides[1])
+        labels = (str(old_dir), str(new_dir))
+    else:
+        print("policy diff OLD_DIR NEW_DIR (or --git REV1..REV2 PATH)", file=sys.stderr)
+        return 2
+    old = _load(old_dir, old_catalog, "the old")
+    new = _load(new_dir, new_catalog, "the new")
+    if old is None or new is None:
+        return 2
+    result = diff_policies(old, new, _claims(args.principal), labels)
+    _emit(to_json(result) if args.format == "json" else to_markdown(result), args.output)
+    return 1 if result.changed else 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from .replay import ReplayError, ReplayReport, parse_duration, read_records, replay, to_markdown
+
+    settings = _settings(args)
+    if args.log is None and args.since is None:
+        print("policy replay: give --log FILE (or -) and/or --since DURATION", file=sys.stderr)
+        return 2
+    try:
+        since = datetime.now(UTC) - parse_duration(args.since) if args.since else None
+    except ReplayError as e:
+        print(f"policy replay: {e}", file=sys.stderr)
+        return 2
+    log_path = args.log or settings.policy_decision_log_path
+    if log_path is None:
+        print("policy replay --since reads AGENTCHAT_POLICY_DECISION_LOG_PATH, which is unset; "
+              "give --log FILE (or - for stdin, e.g. from kubectl logs)", file=sys.stderr)
+        return 2
+    folder = Path(args.dir)
+    snapshot = _load(folder, settings.catalog_path, "the")
+    if snapshot is None:
+        return 2
+    report = ReplayReport(snapshot.revision)
+    try:
+        if str(log_path) == "-":
+            records = read_records(sys.stdin.buffer, since, report)
+        else:
+            with open(log_path, "rb") as f:
+                records = read_records(f, since, report)
+    except OSError as e:
+        print(f"policy replay: cannot read {log_path}: {e.strerror}", file=sys.stderr)
+        return 2
+    replay(snapshot, records, report)
+    if args.format == "json":
+        import orjson
+
+        text = orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode()
+    else:
+        text = to_markdown(report, str(folder))
+    _emit(text, args.output)
+    return 1 if report.flips else 0
+
+
 def register(subparsers: Any) -> None:
     policy = subparsers.add_parser("policy", help="the policy sidecar and its tools")
     sub = policy.add_subparsers(dest="policy_command", required=True)
@@ -190,3 +307,44 @@ def register(subparsers: Any) -> None:
     explain.add_argument("--policy-dir", help="overrides AGENTCHAT_POLICY_DIR")
     explain.add_argument("--catalog", help="overrides AGENTCHAT_CATALOG_PATH")
     explain.set_defaults(func=_cmd_explain)
+
+    matrix = sub.add_parser("matrix", help="every principal x tool x environment x context "
+                                           "decision of a policy")
+    matrix.add_argument("dir", nargs="?", help="policy folder (default: AGENTCHAT_POLICY_DIR)")
+    matrix.add_argument("--catalog", help="overrides AGENTCHAT_CATALOG_PATH")
+    matrix.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    matrix.add_argument("--principal", action="append", metavar="ROLES",
+                        help="an extra principal: comma-separated roles as in a token "
+                             "(e.g. editor@ss-dev,viewer@prod); repeatable")
+    matrix.add_argument("--output", "-o", help="write to this file instead of stdout")
+    matrix.set_defaults(func=_cmd_matrix)
+
+    diff = sub.add_parser("diff", help="the decisions a policy change changes (exit 0 none, "
+                                       "1 some, 2 a side does not load)")
+    diff.add_argument("sides", nargs="*", metavar="DIR",
+                      help="OLD_DIR NEW_DIR, or the policy folder's path with --git")
+    diff.add_argument("--git", metavar="REV1..REV2",
+                      help="compare the folder as it is at two git revisions")
+    diff.add_argument("--catalog", help="the catalog of both sides (default: "
+                                        "AGENTCHAT_CATALOG_PATH)")
+    diff.add_argument("--old-catalog", help="the old side's catalog")
+    diff.add_argument("--new-catalog", help="the new side's catalog")
+    diff.add_argument("--git-catalog", metavar="PATH",
+                      help="with --git: read the catalog from the same two revisions")
+    diff.add_argument("--format", choices=("md", "json"), default="md")
+    diff.add_argument("--principal", action="append", metavar="ROLES",
+                      help="an extra principal (comma-separated roles); repeatable")
+    diff.add_argument("--output", "-o", help="write to this file instead of stdout")
+    diff.set_defaults(func=_cmd_diff)
+
+    rep = sub.add_parser("replay", help="re-decide a decision log with another policy "
+                                        "(exit 1 when any decision flips)")
+    rep.add_argument("dir", help="the policy folder to replay with")
+    rep.add_argument("--catalog", help="overrides AGENTCHAT_CATALOG_PATH")
+    rep.add_argument("--log", help="a decision log (JSON lines; - for stdin); default: "
+                                   "AGENTCHAT_POLICY_DECISION_LOG_PATH")
+    rep.add_argument("--since", metavar="DURATION",
+                     help="only decisions this recent: 90s, 15m, 24h, 7d, 1h30m")
+    rep.add_argument("--format", choices=("md", "json"), default="md")
+    rep.add_argument("--output", "-o", help="write to this file instead of stdout")
+    rep.set_defaults(func=_cmd_replay)

@@ -1,8 +1,11 @@
 """The decision log: one JSON line per decision, on stdout and optionally appended to a file.
 
-Fields: ts, decision_id, request_id, service.sub, user.sub, roles, env, context, tool,
-args_digest, decision, reason_code, risk, confirmation_required, policy_revision, latency_us.
-Arguments are logged as a digest (they may hold names or free text) and tokens never appear.
+Fields: ts, decision_id, request_id, service.sub, user.sub, roles, env, source_env, context,
+tool, args_digest, decision, reason_code, risk, confirmation_required, policy_revision,
+latency_us. Arguments are logged as a digest (they may hold names or free text) and tokens
+never appear. What a decision depended on is logged so `agentchat policy replay` can decide it
+again: the roles as read, the environment, a migration's source environment (`source_env`,
+only ever a catalog environment's name, else null), the tool and the context.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ class DecisionLog:
 
     def write(self, decision: Decision, *, service_sub: str | None, user_sub: str | None,
               roles: list[str], env: str | None, arguments: dict[str, Any],
-              latency_us: int, context: dict[str, Any] | None = None) -> None:
+              latency_us: int, context: dict[str, Any] | None = None,
+              source_env: str | None = None) -> None:
         line = orjson.dumps({
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "decision_id": decision.decision_id,
@@ -51,6 +55,7 @@ class DecisionLog:
             "user.sub": user_sub,
             "roles": roles,
             "env": env,
+            "source_env": source_env,
             "context": context if context is not None else {"untrusted": False},
             "tool": decision.tool,
             "args_digest": args_digest(arguments),

@@ -116,13 +116,42 @@ def _diff(case: Case, got: Decision) -> list[str]:
     return rows
 
 
-def run_case_file(snapshot: Snapshot, name: str, text: str, report: TestReport) -> None:
+@dataclass(frozen=True)
+class Outcome:
+    """One expanded combination of a case: where it is, what it checked, whether it passed."""
+
+    file: str
+    label: str
+    roles: tuple[str, ...]
+    env: str | None
+    tool: str
+    untrusted: bool
+    rows: tuple[str, ...]  # what differs (empty: passed)
+
+    @property
+    def passed(self) -> bool:
+        return not self.rows
+
+    @property
+    def key(self) -> tuple[str, str, tuple[str, ...], str | None, str, bool]:
+        return (self.file, self.label, self.roles, self.env, self.tool, self.untrusted)
+
+    def title(self) -> str:
+        ctx = ", untrusted" if self.untrusted else ""
+        return (f"{self.file}: {self.label} (roles {','.join(self.roles) or '-'}, "
+                f"env {self.env or '-'}, tool {self.tool}{ctx})")
+
+
+def case_outcomes(snapshot: Snapshot, name: str, text: str) -> tuple[list[Outcome], list[str]]:
+    """Every combination of every case in one file, and the errors that stop a file or case
+    from running at all (not valid YAML, a roles claim no token could carry)."""
     try:
         raw = yaml.load(text, Loader=_LOADER)
         cases = CaseFile.model_validate(raw).cases
     except (yaml.YAMLError, ValidationError) as e:
-        report.failures.append(f"{name}: not a valid policy test file: {e}")
-        return
+        return [], [f"{name}: not a valid policy test file: {e}"]
+    outcomes: list[Outcome] = []
+    errors: list[str] = []
     for i, case in enumerate(cases, 1):
         label = case.name or f"case {i}"
         role_sets: list[list[str]] = (
@@ -134,20 +163,25 @@ def run_case_file(snapshot: Snapshot, name: str, text: str, report: TestReport) 
             try:
                 roles = parse_roles(role_set, snapshot.environment_set, quiet=True)
             except TokenError as e:
-                report.failures.append(f"{name}: {label}: {e.detail}")
+                errors.append(f"{name}: {label}: {e.detail}")
                 continue
             for env in envs:
                 for tool in tools:
                     got = decide(snapshot, roles, _request(snapshot, case, env, tool),
                                  check_schema=False)
-                    rows = _diff(case, got)
-                    if rows:
-                        ctx = ", untrusted" if case.context.untrusted else ""
-                        report.failures.append(
-                            f"{name}: {label} (roles {','.join(role_set) or '-'}, "
-                            f"env {env or '-'}, tool {tool}{ctx})\n" + "\n".join(rows))
-                    else:
-                        report.passed += 1
+                    outcomes.append(Outcome(name, label, tuple(role_set), env, tool,
+                                            case.context.untrusted, tuple(_diff(case, got))))
+    return outcomes, errors
+
+
+def run_case_file(snapshot: Snapshot, name: str, text: str, report: TestReport) -> None:
+    outcomes, errors = case_outcomes(snapshot, name, text)
+    report.failures.extend(errors)
+    for outcome in outcomes:
+        if outcome.passed:
+            report.passed += 1
+        else:
+            report.failures.append(outcome.title() + "\n" + "\n".join(outcome.rows))
 
 
 def run_policy_tests(snapshot: Snapshot) -> TestReport:

@@ -14,7 +14,9 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from watchfiles import awatch
 
@@ -60,6 +62,11 @@ def build_snapshot(policy_dir: Path, catalog_path: Path) -> tuple[Snapshot, Test
     return snapshot, run_policy_tests(snapshot)
 
 
+def _iso(ts: float | None) -> str | None:
+    return (datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+            if ts is not None else None)
+
+
 @dataclass
 class ReloadStatus:
     result: str  # "loaded", "unchanged" or "failed"
@@ -78,14 +85,22 @@ class PolicyStore:
         self.loaded_at: float | None = None
         self.reloads_ok = 0
         self.reloads_failed = 0
+        # For GET /v1/policy: the serving policy's own test result, and the last edit that
+        # was refused (kept after a later good reload: it is history, not health).
+        self.test_report: TestReport | None = None
+        self.last_rejected: dict[str, str | None] | None = None
+        self.last_attempt_at: float | None = None
         self._lock = asyncio.Lock()
         self.listeners: list = []  # callables(ReloadStatus), e.g. the metrics
 
     def reload(self) -> ReloadStatus:
         """Build and swap in a new snapshot (blocking); keep the old one on any failure."""
+        rejected: str | None = None  # the refused edit's revision, when it got that far
+        self.last_attempt_at = time.time()
         try:
             snapshot, report = build_snapshot(self.policy_dir, self.catalog_path)
             if not report.ok:
+                rejected = snapshot.revision
                 raise ReloadError(f"policy tests failed:\n{report.summary()}")
         except ReloadError as e:
             status = ReloadStatus("failed", self.revision, str(e))
@@ -97,8 +112,12 @@ class PolicyStore:
                 status = ReloadStatus("unchanged", snapshot.revision)
             else:
                 self.snapshot = snapshot  # one reference swap: readers see old or new, whole
+                self.test_report = report
                 self.loaded_at = time.time()
                 status = ReloadStatus("loaded", snapshot.revision)
+        if status.result == "failed":
+            self.last_rejected = {"at": _iso(self.last_attempt_at), "revision": rejected,
+                                  "reason": status.error}
         self._record(status)
         return status
 
@@ -120,6 +139,32 @@ class PolicyStore:
     @property
     def revision(self) -> str | None:
         return self.snapshot.revision if self.snapshot else None
+
+    def status(self) -> dict[str, Any]:
+        """What `GET /v1/policy` answers: the serving revision, when and from which files it
+        loaded, its test result, and the latest refused edit with its reason."""
+        snap, report = self.snapshot, self.test_report
+        source = snap.source if snap is not None else None
+        return {
+            "policy_revision": self.revision,
+            "loaded_at": _iso(self.loaded_at),
+            "policy_dir": str(self.policy_dir),
+            "version": source.version if source is not None else None,
+            "files": [{"path": name, "sha256": digest} for name, digest in source.files]
+                     if source is not None else [],
+            "catalog": {"path": str(self.catalog_path),
+                        "environments": list(snap.environments) if snap else [],
+                        "tools": len(snap.tools) if snap else 0},
+            "rules": len(source.rules) if source is not None else 0,
+            "context_rules": len(source.context_rules) if source is not None else 0,
+            "tests": {"passed": report.passed, "failed": len(report.failures)}
+                     if report is not None else None,
+            "last_reload_at": _iso(self.last_attempt_at),
+            "reload_failing": self.last_error is not None,
+            "last_reload_error": self.last_error,
+            "last_rejected": self.last_rejected,
+            "reloads": {"loaded": self.reloads_ok, "failed": self.reloads_failed},
+        }
 
     async def areload(self) -> ReloadStatus:
         """Reload in a worker thread, one at a time, so the event loop keeps answering."""

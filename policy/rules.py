@@ -135,6 +135,10 @@ class PolicySource:
     role_order: tuple[str, ...] = ()  # roles in order of first appearance in the file
     context_rules: tuple[ContextRule, ...] = ()  # p2 lines
     has_contexts: bool = True  # the model has the r2/p2/e2/m2 set (False: LEGACY_MODEL)
+    # What was read: (path in the folder, sha256 of its text), and the ConfigMap version
+    # folder `..data` pointed at (None for a plain folder). `GET /v1/policy` shows both.
+    files: tuple[tuple[str, str], ...] = ()
+    version: str | None = None
 
 
 def _model_sections(text: str) -> dict[str, str]:
@@ -265,8 +269,12 @@ def read_folder(folder: Path | str, attempts: int = 5) -> PolicySource:
     digest = hashlib.sha256()
     for name, text in (("model", model_text), ("policy", policy_text), *tests):
         digest.update(f"{name}\0{len(text)}\0{text}".encode())
+    files = tuple((name, hashlib.sha256(text.encode()).hexdigest()) for name, text in (
+        (MODEL_FILE, model_text), (POLICY_FILE, policy_text),
+        *((f"{TESTS_DIR}/{n}", t) for n, t in tests)))
     return PolicySource(folder, model_text, lines.rules, lines.roles, lines.groups, tests,
-                        digest.hexdigest()[:16], lines.order, lines.context_rules, contexts)
+                        digest.hexdigest()[:16], lines.order, lines.context_rules, contexts,
+                        files, root.name if root != folder else None)
 
 
 def catalog_groups(catalog: Catalog) -> tuple[tuple[str, str], ...]:

@@ -21,7 +21,7 @@ CARD_FIELDS = {"request_id", "decision_id", "decision", "allow", "reason_code", 
                "risk_level", "dangerous", "confirmation_required", "env_context",
                "permission_granted", "required_role", "alternatives", "policy_revision", "detail"}
 LOG_FIELDS = {"ts", "decision_id", "request_id", "service.sub", "user.sub", "roles", "env",
-              "context", "tool", "args_digest", "decision", "reason_code", "risk",
+              "source_env", "context", "tool", "args_digest", "decision", "reason_code", "risk",
               "confirmation_required", "policy_revision", "latency_us"}
 
 
@@ -113,6 +113,10 @@ def test_allow_confirm_and_deny_with_alternatives(client: PolicyClient, issuer: 
     assert lines[4]["user.sub"] == "bob" and lines[4]["roles"] == [
         "editor@ss-dev", "editor@ss-stage", "viewer@prod"]
     assert lines[4]["decision_id"] == denied["decision_id"]
+    # A migration's source environment is logged (a replay needs it); no other argument is.
+    assert [(x["tool"], x["env"], x["source_env"]) for x in lines[7:9]] == [
+        ("start_migration", "ss-stage", "ss-dev"), ("start_migration", "prod", "ss-dev")]
+    assert {x["source_env"] for x in lines if x["tool"] != "start_migration"} == {None}
     everything = (tmp_path / "decisions.jsonl").read_text() + (tmp_path / "sidecar.log").read_text()
     for token in (alice, bob, carol, client.service_token):
         assert token not in everything and token.split(".")[2] not in everything
