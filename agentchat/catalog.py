@@ -1,14 +1,15 @@
 """The declarative tool catalog that the agent, the policy sidecar and the sandbox all read.
 
-One YAML file lists every tool the agent may call on the ss-tools API: descriptions, keywords
-and example requests in Russian and English, the JSON schema of its arguments, HTTP method and
-path, which argument names the environment (two for a migration), risk, where a `write` needs a
-card, timeout, retry budget and safer alternatives. A broken file is refused at load with a message
-naming the file, the tool and the field.
+One YAML file lists every tool the agent may call on the ss-tools API: a title, a card prompt
+template, descriptions, keywords and example requests in Russian and English, the JSON schema
+of its arguments, HTTP method and path, which argument names the environment (two for a
+migration), risk, where a `write` needs a card, timeout, retry budget and safer alternatives.
+A broken file is refused at load with a message naming the file, the tool and the field.
 """
 
 from __future__ import annotations
 
+import string
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,9 +19,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentchat.errors import CatalogError
+from agentchat.words import Lang, clean_text, object_label, safe_name
 
 Risk = Literal["read", "write", "destructive"]
 RISK_LEVEL: dict[str, str] = {"read": "safe", "write": "guarded", "destructive": "dangerous"}
+# The objects a card prompt may name: `{dashboard}` is the dashboard of the call's
+# `dashboard_id`, shown as «its title» (№42), or №42 when no title is known.
+OBJECT_KINDS: dict[str, str] = {"dashboard": "dashboard_id", "dataset": "dataset_id",
+                                "database": "database_id"}
+ENV_PLACEHOLDER = "env"  # the call's target environment (the tool's environment argument)
 
 
 class Localized(BaseModel):
@@ -64,6 +71,11 @@ class Tool(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{2,63}$")
+    # What people see instead of `name`: tool cards, answers, the model's tool descriptions.
+    title: Localized
+    # The card's question, a template (`placeholders` says what it may use); checked by the
+    # Catalog, which names the tool and the field of a broken one.
+    prompt: Localized
     description: Localized
     keywords: Keywords
     examples: Examples = Examples()
@@ -119,6 +131,41 @@ class Tool(BaseModel):
     def risk_level(self) -> str:
         return RISK_LEVEL[self.risk]
 
+    def placeholders(self) -> set[str]:
+        """What a prompt template may name: a required argument, `env` (the target
+        environment) when the tool has one, an object kind whose id argument is required."""
+        required = set(self.args.get("required", []))
+        names = set(required)
+        if self.environment is not None:
+            names.add(ENV_PLACEHOLDER)
+        names |= {kind for kind, arg in OBJECT_KINDS.items() if arg in required}
+        return names
+
+    def card_prompt(self, arguments: dict[str, Any], lang: Lang,
+                    names: dict[str, str] | None = None) -> str:
+        """The card's prompt: the catalog's words with the validated arguments filled in.
+        Object names (`names`: kind -> name, from ss-tools results or the UIContext) are
+        quoted and cut (words.safe_name); free-text arguments are quoted too."""
+        names = names or {}
+        values: dict[str, str] = {}
+        for field in template_fields(self.prompt.ru if lang == "ru" else self.prompt.en):
+            if field == ENV_PLACEHOLDER:
+                target, _ = self.environments_of(arguments)
+                values[field] = clean_text(target or "")
+            elif field in OBJECT_KINDS:
+                values[field] = object_label(arguments.get(OBJECT_KINDS[field], "?"),
+                                             names.get(field), lang)
+            else:
+                values[field] = _argument_words(self, field, arguments.get(field), lang)
+        template = self.prompt.ru if lang == "ru" else self.prompt.en
+        return template.format_map(values)
+
+    def title_in(self, lang: Lang) -> str:
+        return self.title.ru if lang == "ru" else self.title.en
+
+    def description_in(self, lang: Lang) -> str:
+        return self.description.ru if lang == "ru" else self.description.en
+
     def needs_card(self, environment: str | None) -> bool:
         """Whether a permitted call needs a human answer (docs/protocol.md §3)."""
         if self.risk == "destructive":
@@ -148,6 +195,33 @@ class Tool(BaseModel):
         )
         return (str(target) if target is not None else None,
                 str(source) if source is not None else None)
+
+
+def template_fields(template: str) -> list[str]:
+    """The placeholders of a prompt template, in order; ValueError for a malformed one (an
+    unclosed brace, a format spec or conversion, an index or attribute)."""
+    fields = []
+    for _, name, spec, conversion in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if spec or conversion:
+            raise ValueError(f"placeholder {{{name}}} may not carry a format or conversion")
+        if not name.isidentifier():
+            raise ValueError(f"placeholder {{{name}}} is not a plain name")
+        fields.append(name)
+    return fields
+
+
+def _argument_words(tool: Tool, name: str, value: Any, lang: Lang) -> str:
+    """An argument in a prompt: numbers and environments as they are (validated), any other
+    string quoted and cut: the model or the user wrote it."""
+    if isinstance(value, bool) or value is None:
+        return clean_text(value if value is not None else "")
+    if isinstance(value, int | float):
+        return str(value)
+    if name in tool.environment_arguments():
+        return clean_text(value)
+    return safe_name(value, lang)
 
 
 def _tight(schema: Any) -> bool:
@@ -187,6 +261,18 @@ class Catalog(BaseModel):
                     raise ValueError(
                         f"tool {t.name!r}: field alternatives: unknown tool {alt.action!r}"
                     )
+            for lang in ("ru", "en"):
+                template = getattr(t.prompt, lang)
+                try:
+                    fields = template_fields(template)
+                except ValueError as e:
+                    raise ValueError(f"tool {t.name!r}: field prompt.{lang}: {e}") from None
+                for name in fields:
+                    if name not in t.placeholders():
+                        raise ValueError(
+                            f"tool {t.name!r}: field prompt.{lang}: placeholder {{{name}}} is "
+                            "not a required argument, env or an object of a required id "
+                            f"(may use: {', '.join(sorted(t.placeholders())) or 'none'})")
             for env in t.confirm_in:
                 if env not in self.environments:
                     raise ValueError(f"tool {t.name!r}: field confirm_in: unknown env {env!r}")

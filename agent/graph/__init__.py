@@ -5,8 +5,9 @@
     offline/          the offline planner (a real BaseChatModel) and its rules
     policy_client.py  the sidecar's /v1/check (docs/protocol.md §6)
     tool_runtime.py   one catalog tool against the ss-tools API (docs/protocol.md §7)
+    names.py          the user's objects' names the agent has seen (cards, answers)
     service_token.py  our service JWT, from the operator's file or the ss-tools endpoint
 
-May import: agentchat (catalog, tool_request, errors). Never chat, storage or api: a node
+May import: agentchat (catalog, tool_request, errors, words). Never chat, storage or api: a node
 knows the turn only through its state and the LangGraph runtime context.
 """

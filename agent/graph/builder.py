@@ -17,6 +17,12 @@
   ToolMessage.
 - `prefetch` (first, when the turn has prefetch calls) is an ordinary tool call made by the
   agent: it goes through policy, confirm and tools like any other.
+
+Words (issue 18): everything said to people is in the turn's language (`TurnRuntime.lang`):
+the system prompt and tool descriptions the model gets, tool events' `title`, the card's
+`prompt` (the catalog's template; object names only from ss-tools results or the matching
+UIContext object, quoted and cut: agent/graph/names.py) and its alternatives (the catalog's
+words for the actions the sidecar allowed).
 """
 
 from __future__ import annotations
@@ -36,14 +42,20 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
+from agentchat.agent.graph.names import known_names, names_for_call
 from agentchat.agent.graph.offline.planner import context_message
 from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
-from agentchat.agent.graph.tool_runtime import INVALID_ARGUMENTS, ToolRuntime, refusal_event
+from agentchat.agent.graph.tool_runtime import (
+    INVALID_ARGUMENTS,
+    ToolRuntime,
+    refusal_event,
+    tool_title,
+)
 from agentchat.catalog import Catalog
 from agentchat.errors import AgentChatError, ErrorCode, error_body
 from agentchat.tool_request import InvalidArguments, validate_arguments
-from agentchat.words import Lang
+from agentchat.words import Lang, pick
 
 PREFETCH_NAME = "prefetch"
 CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
@@ -118,14 +130,33 @@ def with_unique_ids(response: AIMessage) -> tuple[AIMessage, dict[str, dict[str,
                                        "additional_kwargs": kwargs}), refused
 
 
-def tool_schemas(catalog: Catalog, names: list[str]) -> list[dict[str, Any]]:
+def tool_schemas(catalog: Catalog, names: list[str], lang: Lang = "ru") -> list[dict[str, Any]]:
+    """The offered tools as the model gets them: the title and description in the turn's
+    language (so the model names the action by its title, in that language)."""
     out = []
     for name in names:
         tool = catalog.get(name)
         if tool is not None:
             out.append({"type": "function", "function": {
-                "name": tool.name, "description": f"{tool.description.en} / {tool.description.ru}",
+                "name": tool.name,
+                "description": f"{tool.title_in(lang)}: {tool.description_in(lang)}",
                 "parameters": tool.args}})
+    return out
+
+
+def localized_alternatives(catalog: Catalog, tool: str, offered: Any,
+                           lang: Lang) -> list[dict[str, str]]:
+    """The sidecar's alternatives (the actions this user may run, its words Russian) in the
+    turn's language: the catalog's words for the same action; an action the catalog does
+    not list for the tool is dropped (its words would be the sidecar's, not ours)."""
+    known = catalog.get(tool)
+    words = {a.action: (a.prompt.ru if lang == "ru" else a.prompt.en)
+             for a in (known.alternatives if known else [])}
+    out = []
+    for alt in offered or []:
+        action = alt.get("action") if isinstance(alt, dict) else None
+        if isinstance(action, str) and action in words:
+            out.append({"action": action, "prompt": words[action]})
     return out
 
 
@@ -152,10 +183,11 @@ class Nodes:
 
     async def model(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ctx = runtime.context
-        schemas = tool_schemas(self.deps.catalog, ctx.tools)
+        schemas = tool_schemas(self.deps.catalog, ctx.tools, ctx.lang)
         llm = self.deps.llm.bind_tools(schemas) if schemas else self.deps.llm
         try:
-            response = await llm.ainvoke([context_message(ctx.turn), *state["messages"]])
+            response = await llm.ainvoke([context_message(ctx.turn, ctx.lang),
+                                          *state["messages"]])
         except AgentChatError:
             raise
         except Exception as e:  # any failure of the endpoint: refused, 5xx, timeout, cut stream
@@ -179,9 +211,10 @@ class Nodes:
                 decisions[call_id] = await self._gate_call(call, offered, ctx, state)
             d = decisions[call_id]
             if d["decision"] == REFUSED:
-                writer({"type": "tool_start", "tool": call["name"], "call_id": call_id,
-                        "input": call["args"]})
-                writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}"))
+                title = tool_title(self.deps.catalog, call["name"], ctx.lang)
+                writer({"type": "tool_start", "tool": call["name"], "title": title,
+                        "call_id": call_id, "input": call["args"]})
+                writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}", title))
         return {"decisions": decisions}
 
     async def _gate_call(self, call: Any, offered: set[str], ctx: TurnRuntime,
@@ -205,12 +238,15 @@ class Nodes:
         ai = _last_ai(state)
         assert ai is not None
         verdicts = _Verdicts()
+        words = _CardWords(self.deps.catalog, runtime.context,
+                           known_names(state.get("messages", []), self.deps.catalog,
+                                       runtime.context.lang))
         for call in ai.tool_calls:
             if verdicts.expired:  # no more cards once one expired
                 verdicts.refused.append(_refusal(call, EXPIRED))
                 continue
             decision = state.get("decisions", {}).get(call["id"] or "", {})
-            _confirm_call(call, decision, runtime.context, verdicts)
+            _confirm_call(call, decision, words, verdicts)
         if verdicts.expired:
             verdicts = _Verdicts(refused=[_refusal(c, EXPIRED) for c in ai.tool_calls])
         goto: Literal["tools", "model"] = "tools" if verdicts.approved else "model"
@@ -235,7 +271,8 @@ class Nodes:
                 continue
             outcome = await self.deps.tools.run(
                 tool_name=call["name"], call_id=call_id, args=call["args"],
-                user_jwt=runtime.context.user_jwt, idempotency_key=keys.get(call_id), emit=writer)
+                user_jwt=runtime.context.user_jwt, idempotency_key=keys.get(call_id), emit=writer,
+                lang=runtime.context.lang)
             results.append(ToolMessage(content=outcome.message_text(), tool_call_id=call_id,
                                        name=call["name"],
                                        status="success" if outcome.status == "ok" else "error"))
@@ -290,8 +327,39 @@ class _Verdicts:
         self.keys[call_id] = key
 
 
-def _confirm_call(call: Any, d: dict[str, Any], ctx: TurnRuntime, out: _Verdicts) -> None:
+@dataclass(frozen=True)
+class _CardWords:
+    """What a card's words come from: the catalog, the turn (its language, UIContext), and
+    the object names the thread's ss-tools results carry."""
+
+    catalog: Catalog
+    ctx: TurnRuntime
+    names: dict[tuple[str, str], str]
+
+    def prompt(self, call: Any, d: dict[str, Any], granted: bool) -> str:
+        lang, tool = self.ctx.lang, self.catalog.get(call["name"])
+        if tool is None:  # the policy node refuses these; never a card, but never raw words
+            return pick(lang, "Подтвердить неизвестное действие?", "Confirm an unknown action?")
+        if granted:
+            names = names_for_call(call["args"], self.names, self.ctx.turn.uicontext)
+            return tool.card_prompt(call["args"], lang, names)
+        env = d.get("env_context")
+        where = "" if not env or env not in self.catalog.environments else (
+            pick(lang, f" в {env}", f" in {env}"))
+        role = str(d.get("required_role") or "")
+        role = role if role.replace("-", "").replace("_", "").isalnum() else ""
+        need = pick(lang, f": нужна роль {role}", f": it needs the {role} role") if role else ""
+        return pick(lang, f"Недостаточно прав на «{tool.title.ru}»{where}{need}.",
+                    f"You may not run “{tool.title.en}”{where}{need}.")
+
+    def alternatives(self, call: Any, d: dict[str, Any]) -> list[dict[str, str]]:
+        return localized_alternatives(self.catalog, call["name"], d.get("alternatives"),
+                                      self.ctx.lang)
+
+
+def _confirm_call(call: Any, d: dict[str, Any], words: _CardWords, out: _Verdicts) -> None:
     """One call: refused and allowed calls as decided; any other asks the user on a card."""
+    ctx = words.ctx
     call_id = call["id"] or ""
     if d.get("decision") == REFUSED:
         out.refused.append(_refusal(call, f"not run: {d.get('detail')}"))
@@ -300,22 +368,23 @@ def _confirm_call(call: Any, d: dict[str, Any], ctx: TurnRuntime, out: _Verdicts
         out.approve(call_id, idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id))
         return
     cid = confirm_id_for(ctx.conversation_id, call_id)
-    d, result = _ask(cid, ctx, call, d)
+    d, result = _ask(cid, words, call, d)
     if d.get("decision") == "allow_with_confirmation" and result == "confirmed":
         out.approve(call_id, cid)
     elif result == "expired":
         out.refused.append(_refusal(call, EXPIRED))
         out.expired = True
     elif d.get("decision") == "deny":
-        out.refused.append(_permission_denied(call, d))
+        out.refused.append(_permission_denied(call, d, words))
     else:
         out.refused.append(_refusal(call, "not run: the user denied it"))
 
 
-def _ask(confirm_id: str, ctx: TurnRuntime, call: Any,
+def _ask(confirm_id: str, words: _CardWords, call: Any,
          d: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The card as an `interrupt()`: the decision (as rechecked) and the user's answer."""
-    answer = interrupt(_card(confirm_id, ctx, call, d))  # raises on first run; the answer on resume
+    # Raises on the first run; returns the answer on resume.
+    answer = interrupt(_card(confirm_id, words, call, d))
     result = answer.get("result") if isinstance(answer, dict) else None
     recheck = answer.get("recheck") if isinstance(answer, dict) else None
     if isinstance(recheck, dict) and recheck.get("decision") == "deny":
@@ -324,11 +393,11 @@ def _ask(confirm_id: str, ctx: TurnRuntime, call: Any,
     return d, result
 
 
-def _permission_denied(call: Any, d: dict[str, Any]) -> ToolMessage:
+def _permission_denied(call: Any, d: dict[str, Any], words: _CardWords) -> ToolMessage:
     return ToolMessage(
         content=json.dumps({"permission_denied": True,
                             "required_role": d.get("required_role"),
-                            "alternatives": d.get("alternatives") or []},
+                            "alternatives": words.alternatives(call, d)},
                            ensure_ascii=False),
         tool_call_id=call["id"] or "", name=call["name"], status="error")
 
@@ -338,18 +407,18 @@ def _refusal(call: Any, text: str) -> ToolMessage:
                        status="error")
 
 
-def _card(confirm_id: str, ctx: TurnRuntime, call: Any, d: dict[str, Any]) -> dict[str, Any]:
+def _card(confirm_id: str, words: _CardWords, call: Any, d: dict[str, Any]) -> dict[str, Any]:
+    ctx = words.ctx
     granted = d.get("decision") != "deny"
     expires = datetime.now(UTC) + timedelta(seconds=ctx.confirmation_ttl_s)
     tool, env = call["name"], d.get("env_context")
-    prompt = (f"Подтвердить {tool} в {env}?" if granted
-              else f"Недостаточно прав для {tool} в {env}")
     return {
         "type": "confirm_required",
         "confirm_id": confirm_id,
         "thread_id": ctx.conversation_id,
         "call_id": call["id"],
         "tool_name": tool,
+        "title": tool_title(words.catalog, tool, ctx.lang),
         "tool_args": call["args"],
         "risk": d.get("risk"),
         "risk_level": d.get("risk_level"),
@@ -357,8 +426,9 @@ def _card(confirm_id: str, ctx: TurnRuntime, call: Any, d: dict[str, Any]) -> di
         "env_context": env,
         "permission_granted": granted,
         "required_role": None if granted else d.get("required_role"),
-        "alternatives": None if granted else (d.get("alternatives") or []),
-        "prompt": prompt,
+        "alternatives": None if granted else words.alternatives(call, d),
+        # What the owner approves: the catalog's words, the validated arguments, quoted names.
+        "prompt": words.prompt(call, d, granted),
         # Why a card: `confirmation_required`, `confirmation_required_untrusted` (ss-tools
         # output is in this turn's context), or the denial's reason.
         "reason_code": d.get("reason_code"),

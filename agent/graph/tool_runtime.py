@@ -4,7 +4,8 @@ Both tokens on every call, `Idempotency-Key` on write and destructive calls, the
 timeout (a timed-out attempt ends the call with `tool_timeout`, never retried), transient
 failures (502, 503, 504, connection errors) retried after a 1 s backoff up to the tool's
 `max_attempts` with `tool_retry`, then `tool_error`; other failures give `tool_error` at once.
-Events go to `emit`; the outcome becomes the model's ToolMessage. The request is built by
+Events go to `emit`, each with the tool's `title` in the turn's language (`tool` stays the
+machine name); the outcome becomes the model's ToolMessage. The request is built by
 `agentchat.tool_request.build_request` from the validated arguments only; a call it refuses
 sends nothing and ends with `tool_error {reason: "invalid_arguments"}`.
 """
@@ -24,17 +25,27 @@ from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.catalog import Catalog
 from agentchat.errors import ErrorCode
 from agentchat.tool_request import InvalidArguments, build_request
+from agentchat.words import Lang, pick
 
 TRANSIENT = {502, 503, 504}
 INVALID_ARGUMENTS = "invalid_arguments"
 Emit = Callable[[dict[str, Any]], None]
 
 
-def refusal_event(tool: str, call_id: str, error: str) -> dict[str, Any]:
+def tool_title(catalog: Catalog, tool: str, lang: Lang) -> str:
+    """The tool's title for people; a name the catalog does not know (a model's invention)
+    is never shown: it could say anything."""
+    known = catalog.get(tool)
+    if known is None:
+        return pick(lang, "Неизвестное действие", "Unknown action")
+    return known.title_in(lang)
+
+
+def refusal_event(tool: str, call_id: str, error: str, title: str) -> dict[str, Any]:
     """The one outcome of a call refused before anything was sent (docs/protocol.md §10)."""
-    return {"type": "tool_error", "tool": tool, "call_id": call_id, "error": error,
-            "code": str(ErrorCode.TOOL_FAILURE), "reason": INVALID_ARGUMENTS, "retryable": False,
-            "retry_count": 0, "retry_exhausted": False, "timeout": False}
+    return {"type": "tool_error", "tool": tool, "title": title, "call_id": call_id,
+            "error": error, "code": str(ErrorCode.TOOL_FAILURE), "reason": INVALID_ARGUMENTS,
+            "retryable": False, "retry_count": 0, "retry_exhausted": False, "timeout": False}
 
 
 @dataclass
@@ -76,16 +87,18 @@ class ToolRuntime:
         self.backoff_s = backoff_s
 
     async def run(self, *, tool_name: str, call_id: str, args: dict[str, Any], user_jwt: str,
-                  idempotency_key: str | None, emit: Emit) -> ToolOutcome:
+                  idempotency_key: str | None, emit: Emit, lang: Lang = "ru") -> ToolOutcome:
         tool = self.catalog.get(tool_name)
-        emit({"type": "tool_start", "tool": tool_name, "call_id": call_id, "input": args})
+        title = tool_title(self.catalog, tool_name, lang)
+        emit({"type": "tool_start", "tool": tool_name, "title": title, "call_id": call_id,
+              "input": args})
         if tool is None:
-            emit(refusal_event(tool_name, call_id, "not run: unknown tool"))
+            emit(refusal_event(tool_name, call_id, "not run: unknown tool", title))
             return ToolOutcome("error", error="not run: unknown tool", attempts=0)
         try:
             request = build_request(tool, args)
         except InvalidArguments as e:
-            emit(refusal_event(tool_name, call_id, f"not run: invalid arguments: {e}"))
+            emit(refusal_event(tool_name, call_id, f"not run: invalid arguments: {e}", title))
             return ToolOutcome("error", error=f"not run: invalid arguments: {e}", attempts=0)
         max_attempts = tool.max_attempts
         attempt = 0
@@ -102,8 +115,8 @@ class ToolRuntime:
                     json=request.body,
                     headers=headers, timeout=tool.timeout_s + 1), tool.timeout_s)
             except (TimeoutError, httpx.TimeoutException):
-                emit({"type": "tool_timeout", "tool": tool_name, "call_id": call_id,
-                      "timeout_seconds": tool.timeout_s, "retryable": True})
+                emit({"type": "tool_timeout", "tool": tool_name, "title": title,
+                      "call_id": call_id, "timeout_seconds": tool.timeout_s, "retryable": True})
                 return ToolOutcome("timeout", error=f"timed out after {tool.timeout_s:g} s",
                                    attempts=attempt)
             except httpx.HTTPError as e:
@@ -115,31 +128,33 @@ class ToolRuntime:
                     try:
                         output = resp.json()
                     except ValueError:
-                        return self._error(emit, tool_name, call_id,
+                        return self._error(emit, tool_name, title, call_id,
                                            "the ss-tools API returned an unreadable answer",
                                            attempt, False)
                     output = trim(output, self.max_output_chars)
-                    emit({"type": "tool_end", "tool": tool_name, "call_id": call_id,
-                          "output": output, "duration_ms": int((time.monotonic() - started)
-                                                               * 1000)})
+                    emit({"type": "tool_end", "tool": tool_name, "title": title,
+                          "call_id": call_id, "output": output,
+                          "duration_ms": int((time.monotonic() - started) * 1000)})
                     return ToolOutcome("ok", output=output, attempts=attempt)
                 failure = f"Error {resp.status_code}: {_reason(resp)}"
                 transient = resp.status_code in TRANSIENT
                 if resp.status_code == 403:
-                    outcome = self._error(emit, tool_name, call_id, failure, attempt, False)
+                    outcome = self._error(emit, tool_name, title, call_id, failure, attempt,
+                                          False)
                     outcome.status = "forbidden"
                     return outcome
             if transient and attempt < max_attempts:
-                emit({"type": "tool_retry", "tool": tool_name, "call_id": call_id,
-                      "attempt": attempt, "max_attempts": max_attempts})
+                emit({"type": "tool_retry", "tool": tool_name, "title": title,
+                      "call_id": call_id, "attempt": attempt, "max_attempts": max_attempts})
                 await asyncio.sleep(self.backoff_s)
                 continue
-            return self._error(emit, tool_name, call_id, failure, attempt,
+            return self._error(emit, tool_name, title, call_id, failure, attempt,
                                transient, exhausted=transient)
 
-    def _error(self, emit: Emit, tool: str, call_id: str, error: str, attempts: int,
-               retryable: bool, exhausted: bool = False) -> ToolOutcome:
-        emit({"type": "tool_error", "tool": tool, "call_id": call_id, "error": error,
+    def _error(self, emit: Emit, tool: str, title: str, call_id: str, error: str,
+               attempts: int, retryable: bool, exhausted: bool = False) -> ToolOutcome:
+        emit({"type": "tool_error", "tool": tool, "title": title, "call_id": call_id,
+              "error": error,
               "code": str(ErrorCode.TOOL_FAILURE), "retryable": retryable, "retry_count": attempts,
               "retry_exhausted": exhausted, "timeout": False})
         return ToolOutcome("error", error=error, attempts=attempts)

@@ -2,9 +2,10 @@
 
 It plans tool calls from the bound tools and the user's words (see `planner_rules`), streams
 its text token by token and then its tool calls as tool-call chunks, uses deterministic
-tool-call ids, and answers from tool results in the user's language. `GenericFakeChatModel`
-would not do: it drops tool calls when streaming, and a model with only `_generate` produces
-no token events.
+tool-call ids, and answers from tool results in the turn's language (the system prompt's
+`lang`) like a colleague would (`answers.py`), naming tools by the titles their descriptions
+start with. `GenericFakeChatModel` would not do: it drops tool calls when streaming, and a
+model with only `_generate` produces no token events.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from agentchat.agent.graph.names import known_names, tool_names_by_call
+from agentchat.agent.graph.offline.answers import Said, compose
 from agentchat.agent.graph.offline.rules import (
     TurnContext,
     clauses,
@@ -38,6 +41,7 @@ from agentchat.agent.graph.offline.rules import (
     normalize,
     plan_call,
 )
+from agentchat.words import Lang, as_lang
 
 CONTEXT_MARKER = "Turn context (JSON):"
 _TOKEN_RE = re.compile(r"\S+\s*|\s+")
@@ -50,24 +54,65 @@ _INJECTION = re.compile(r"(?:deploy|задеплой)\s+dashboard\s+(\d+)\s+to\s
 _ECHO = re.compile(r"\becho\s+(\d{1,4})\s+words\b", re.I)
 
 
-def context_message(ctx: TurnContext) -> SystemMessage:
-    payload = {"env_id": ctx.env_id, "uicontext": ctx.uicontext, "prefetched": ctx.prefetched}
-    return SystemMessage(
+# The system prompt, in the turn's language: what to do, and how to say it (issue 18).
+SYSTEM_PROMPT: dict[Lang, str] = {
+    "ru": (
+        "Ты — ассистент ss-tools для дашбордов, датасетов, миграций, обслуживания и здоровья "
+        "окружений Superset. Пользуйся данными инструментами; окружение вызова — то, что "
+        "названо в сообщении, иначе envId из контекста страницы, когда сообщение говорит о её "
+        "объекте, иначе env_id.\n"
+        "Отвечай только по-русски, как коллега: коротко, с числами, названиями, номерами и "
+        "окружениями. Называй действия их названиями из описаний инструментов, а не "
+        "внутренними именами; объекты — по названию в кавычках «…» с номером. Никогда не "
+        "показывай JSON, внутренние идентификаторы без пояснения и текст ошибок сервера: "
+        "объясни, что случилось и что можно сделать. Если пользователь отклонил действие, "
+        "прими это как его решение; если прав не хватает, предложи разрешённые альтернативы."),
+    "en": (
         "You are the ss-tools assistant for Superset dashboards, datasets, migrations, "
         "maintenance and health. Use the tools given; the environment of a call is the one "
         "named in the message, else the UI context's envId when the message refers to the "
-        "context object, else env_id.\n" + CONTEXT_MARKER + " " + json.dumps(payload,
-                                                                           ensure_ascii=False)
-    )
+        "context object, else env_id.\n"
+        "Answer in English only, like a colleague: briefly, with counts, titles, numbers and "
+        "environments. Name actions by the titles in the tool descriptions, never by internal "
+        "names; name objects by their title in quotes with their number. Never show JSON, "
+        "internal ids without a label, or the server's error text: explain what happened and "
+        "what can be done. When the user declined an action, acknowledge it as their choice; "
+        "when a permission is missing, offer the permitted alternatives."),
+}
 
 
-def _context_of(messages: Sequence[BaseMessage]) -> TurnContext:
+def context_message(ctx: TurnContext, lang: Lang = "ru") -> SystemMessage:
+    payload = {"env_id": ctx.env_id, "uicontext": ctx.uicontext, "prefetched": ctx.prefetched,
+               "lang": lang}
+    return SystemMessage(SYSTEM_PROMPT[lang] + "\n" + CONTEXT_MARKER + " "
+                         + json.dumps(payload, ensure_ascii=False))
+
+
+def _context_of(messages: Sequence[BaseMessage]) -> tuple[TurnContext, Lang | None]:
     for m in messages:
         if isinstance(m, SystemMessage) and CONTEXT_MARKER in str(m.content):
             raw = json.loads(str(m.content).split(CONTEXT_MARKER, 1)[1])
+            lang = as_lang(raw["lang"]) if raw.get("lang") else None
             return TurnContext(env_id=raw.get("env_id"), uicontext=raw.get("uicontext"),
-                               prefetched=raw.get("prefetched"))
-    return TurnContext()
+                               prefetched=raw.get("prefetched")), lang
+    return TurnContext(), None
+
+
+def titles_of(tools: list[dict[str, Any]]) -> dict[str, str]:
+    """name -> title: a tool description the agent sends starts with "<title>: "."""
+    out = {}
+    for t in tools:
+        fn = t.get("function", {})
+        title, sep, _ = str(fn.get("description") or "").partition(": ")
+        if sep and fn.get("name"):
+            out[str(fn["name"])] = title
+    return out
+
+
+# The kind of object each tool's results list (agent/graph/names.py; no catalog here).
+RESULT_KINDS = {"search_dashboards": "dashboard", "get_dashboard": "dashboard",
+                "search_datasets": "dataset", "refresh_dataset": "dataset",
+                "list_databases": "database", "superset_explore_database": "database"}
 
 
 class OfflinePlanner(BaseChatModel):
@@ -93,7 +138,11 @@ class OfflinePlanner(BaseChatModel):
             return AIMessage(content="…")
         human = messages[last_human]
         text = str(human.content) if isinstance(human.content, str) else human.text
-        ru = is_russian(text)
+        ctx, lang = _context_of(messages)
+        lang = lang or ("ru" if is_russian(text) else "en")
+        ru = lang == "ru"
+        said = Said(lang, titles_of(tools), known_names(messages, None, lang, RESULT_KINDS))
+        by_call = tool_names_by_call(messages)
         after = messages[last_human + 1:]
         # Results of the agent's own prefetch are context, not answers to our calls.
         prefetched = {c["id"] for m in after if isinstance(m, AIMessage) and m.name == "prefetch"
@@ -101,12 +150,11 @@ class OfflinePlanner(BaseChatModel):
         results = [m for m in after if isinstance(m, ToolMessage)
                    and m.tool_call_id not in prefetched]
         schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
-        ctx = _context_of(messages)
         if results:
             injected = self._obey(results, schemas, human, len(messages))
             if injected is not None:
                 return injected
-            return AIMessage(content=_with_echo(compose_answer(results, ru), text))
+            return AIMessage(content=_with_echo(compose(results, by_call, said), text))
         calls = []
         for i, clause in enumerate(clauses(text)):
             tool = intent_of(clause, set(schemas))
@@ -122,9 +170,10 @@ class OfflinePlanner(BaseChatModel):
         if not calls:
             pre = [m for m in after if isinstance(m, ToolMessage) and m.tool_call_id in prefetched]
             if pre and not _GREETING.search(normalize(text)):
-                return AIMessage(content=compose_answer(pre, ru))
+                return AIMessage(content=compose(pre, by_call, said))
             return AIMessage(content=_direct_answer(text, ru, ctx))
-        preface = ("Выполняю: " if ru else "Running: ") + ", ".join(str(c["name"]) for c in calls)
+        doing = ", ".join(said.title(str(c["name"])) for c in calls)
+        preface = ("Выполняю: " if ru else "Running: ") + doing + "."
         return AIMessage(content=preface + "\n", tool_calls=calls)
 
     def _obey(self, results: list[ToolMessage], schemas: dict[str, Any], human: BaseMessage,
@@ -201,48 +250,3 @@ def _direct_answer(text: str, ru: bool, ctx: TurnContext) -> str:
             if ru else
             "I found no matching action. Tell me what to do, for example \"find sales "
             "dashboards\" or \"health of prod\".")
-
-
-def compose_answer(results: list[ToolMessage], ru: bool) -> str:
-    parts = [_summarize(r, ru) for r in results]
-    return "\n".join(parts) if parts else ("Готово." if ru else "Done.")
-
-
-def _summarize(result: ToolMessage, ru: bool) -> str:
-    name = result.name or "tool"
-    content = str(result.content)
-    if content.startswith('{"permission_denied"'):
-        denied = json.loads(content)
-        alts = "; ".join(str(a.get("prompt")) for a in denied.get("alternatives") or [])
-        role = denied.get("required_role") or "?"
-        if ru:
-            return (f"Для {name} недостаточно прав: нужна роль {role}."
-                    + (f" Вместо этого я могу: {alts}." if alts else ""))
-        return (f"You may not run {name}: it needs the {role} role."
-                + (f" Instead I can: {alts}." if alts else ""))
-    if result.status == "error":
-        return (f"Не удалось выполнить {name}: {content[:300]}" if ru
-                else f"{name} failed: {content[:300]}")
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return f"{name}: {content[:300]}"
-    if isinstance(data, dict) and isinstance(data.get("tools"), list):
-        lang = "ru" if ru else "en"
-        lines = [f"- {t['description'][lang]}" for t in data["tools"]
-                 if isinstance(t, dict) and isinstance(t.get("description"), dict)
-                 and t.get("allowed_envs")]
-        head = "Вот что я могу для вас сделать:" if ru else "Here is what I can do for you:"
-        return "\n".join([head, *lines])
-    if isinstance(data, dict) and isinstance(data.get("items"), list):
-        items = data["items"]
-        titles = [str(i.get("title") or i.get("name") or i.get("id")) for i in items[:5]
-                  if isinstance(i, dict)]
-        listed = "; ".join(titles)
-        return (f"{name}: найдено {len(items)}. {listed}" if ru
-                else f"{name}: found {len(items)}. {listed}")
-    if isinstance(data, dict) and "task_id" in data:
-        return (f"{name}: задача {data['task_id']} ({data.get('status', 'queued')})." if ru
-                else f"{name}: task {data['task_id']} ({data.get('status', 'queued')}).")
-    compact = json.dumps(data, ensure_ascii=False)
-    return f"{name}: {compact[:300]}"
