@@ -21,13 +21,17 @@ LABEL_PART = f"{GROUP}/part"
 RING_KEY = "signing-keys.json"
 JWKS_KEY = "jwks.json"
 TOKEN_KEY = "token"
+# In the ring Secret, beside the ring: public keys recovered from the JWKS after the ring
+# Secret went missing, each kept in the JWKS until its overlap ends.
+RETAINED_KEY = "retained.json"
 
 # Condition types in status.conditions.
 READY = "Ready"
 KEYS_ROTATED = "KeysRotated"
 TOKEN_FRESH = "TokenFresh"
 PRUNED = "Pruned"
-CONDITION_TYPES = (READY, KEYS_ROTATED, TOKEN_FRESH, PRUNED)
+SPEC_VALID = "SpecValid"
+CONDITION_TYPES = (READY, KEYS_ROTATED, TOKEN_FRESH, PRUNED, SPEC_VALID)
 
 # Advisory lock (namespace, key) held by the one pruner of a database; the namespace is
 # agentchat.db's conversation namespace + 1 so the two never collide.

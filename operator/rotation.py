@@ -11,6 +11,12 @@ A key's life: **next** (published in the JWKS, signs nothing) → **current** (s
 
 Callers publish the JWKS of the planned ring *before* storing the ring, so every key that can
 sign, or whose tokens are still alive, is always in the published JWKS.
+
+A ring Secret that went missing (deleted by accident, a partial backup restore) while a token
+signed by its current key is still alive is never answered with an instant swap:
+`plan_recovery` starts a ring with a published **next** key only, and it becomes current after
+the usual pre-publication (the live token keeps working meanwhile, its key kept in the JWKS
+from the public keys the handler recovers).
 """
 
 from __future__ import annotations
@@ -61,13 +67,16 @@ def plan_rotation(ring: KeyRing | None, policy: RotationPolicy, now: float) -> P
     keys = list(ring.keys) if ring else []
 
     if not [k for k in keys if k.stage == "current"]:
-        # A ring with no signing key: promote a published next key if one is old enough,
-        # otherwise start with a fresh current key (first create).
+        # A ring with no signing key: promote a published next key if one is old enough;
+        # a recovering ring (next only, not published long enough) waits; otherwise start
+        # with a fresh current key (first create).
         ready = [k for k in keys if k.stage == "next"
                  and now - k.stage_since >= policy.pre_publication_s]
         if ready:
             keys = [_restage(k, "current", now) if k is ready[0] else k for k in keys]
             actions.append(Action("promoted", ready[0].kid))
+        elif [k for k in keys if k.stage == "next"]:
+            return Plan(ring=KeyRing(keys=tuple(keys)), actions=())
         else:
             key = new_key("current", now=now)
             keys.append(key)
@@ -101,8 +110,17 @@ def plan_rotation(ring: KeyRing | None, policy: RotationPolicy, now: float) -> P
     return Plan(ring=KeyRing(keys=tuple(keys)), actions=tuple(actions))
 
 
+def plan_recovery(now: float) -> Plan:
+    """A ring for a missing ring Secret while tokens of the lost key are alive: one next key,
+    published now, signing once it has been published for the pre-publication delay."""
+    key = new_key("next", now=now)
+    return Plan(ring=KeyRing(keys=(key,)), actions=(Action("published", key.kid),))
+
+
 def next_due(ring: KeyRing, policy: RotationPolicy) -> float:
     """The earliest time at which `plan_rotation` would change this ring."""
+    if not ring.by_stage("current"):
+        return min(k.stage_since + policy.pre_publication_s for k in ring.by_stage("next"))
     current = ring.current()
     times: list[float] = [k.stage_since + policy.overlap_s for k in ring.by_stage("previous")]
     nxt = ring.by_stage("next")

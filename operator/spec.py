@@ -1,12 +1,17 @@
 """The AgentChat spec as typed models, with the CRD's defaults.
 
-The CRD schema (charts/agentchat/crds/) rejects malformed objects at the API server; these
-models apply the same defaults and add the checks a schema cannot express across fields
-(the overlap must cover a token's lifetime, the refresh margin must be under the lifetime).
+The CRD schema (charts/agentchat/crds/) rejects malformed objects at the API server, with the
+cross-field rules as CEL (`x-kubernetes-validations`); these models apply the same defaults
+and the same rules (tests/operator/test_operator_crd.py evaluates the CEL against them).
+
+Unknown fields are ignored, not refused: Helm never upgrades `crds/`, so after a chart
+upgrade or a `helm rollback` the CRD may be one version newer than the operator, and a field
+the operator does not know yet must not stop key and token work.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -16,7 +21,7 @@ from agentchat.errors import ErrorCode, LocalError
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore",
                               frozen=True)
 
 
@@ -24,16 +29,19 @@ class ServiceTokenSpec(_Spec):
     issuer: str = "agentchat"
     audience: str = "ss-tools"
     subject: str = "agentchat-agent"
-    lifetime_seconds: int = Field(default=900, ge=10, le=86400)
-    refresh_margin_seconds: int = Field(default=300, ge=1)
+    # An hour, renewed with 45 minutes left: a token outlives an operator outage of 45 minutes
+    # (a crash-looping or unpullable image), where 900/300 gave five.
+    lifetime_seconds: int = Field(default=3600, ge=10, le=86400)
+    refresh_margin_seconds: int = Field(default=2700, ge=1)
 
 
 class SigningKeysSpec(_Spec):
     algorithm: Literal["EdDSA"] = "EdDSA"
     rotation_interval_seconds: int = Field(default=7 * 86400, ge=1)
-    # kubelet needs up to about two minutes to update a mounted Secret (docs/protocol.md §8); the
-    # floor (PRE_PUBLICATION_FLOOR_S) is enforced by parse_spec outside dev mode.
-    pre_publication_seconds: int = Field(default=180, ge=0)
+    # kubelet needs up to about two minutes to update a mounted Secret (docs/protocol.md §8) and
+    # ss-tools' JWKS client caches for up to ten: the default covers both, plus a minute. The
+    # floor (PRE_PUBLICATION_FLOOR_S) is the CRD's minimum, and parse_spec's outside dev mode.
+    pre_publication_seconds: int = Field(default=780, ge=0)
     # Unset: the token lifetime plus the verifiers' leeway.
     overlap_seconds: int | None = Field(default=None, ge=1)
 
@@ -66,6 +74,12 @@ class NamesSpec(_Spec):
     service_token_secret: str | None = Field(default=None, pattern=_DNS_NAME, max_length=253)
 
 
+# The leeway the CRD's overlap rule assumes (AGENTCHAT_JWT_LEEWAY_S's default): the API server
+# cannot know the verifiers' setting, and overlap_s() raises the effective overlap to the real
+# leeway anyway.
+CRD_LEEWAY_S = 30
+
+
 class AgentChatSpec(_Spec):
     service_token: ServiceTokenSpec = ServiceTokenSpec()
     signing_keys: SigningKeysSpec = SigningKeysSpec()
@@ -75,13 +89,18 @@ class AgentChatSpec(_Spec):
 
     @model_validator(mode="after")
     def _cross_field(self) -> AgentChatSpec:
-        token = self.service_token
+        # The CRD's CEL rules, in the same words (charts/agentchat/crds/).
+        token, keys = self.service_token, self.signing_keys
         if token.refresh_margin_seconds >= token.lifetime_seconds:
             raise ValueError("serviceToken.refreshMarginSeconds must be below lifetimeSeconds")
-        overlap = self.signing_keys.overlap_seconds
-        if overlap is not None and overlap < token.lifetime_seconds:
+        overlap = keys.overlap_seconds
+        if overlap is not None and overlap < token.lifetime_seconds + CRD_LEEWAY_S:
             raise ValueError("signingKeys.overlapSeconds must be at least "
-                             "serviceToken.lifetimeSeconds (a retired key's tokens must expire)")
+                             f"serviceToken.lifetimeSeconds + {CRD_LEEWAY_S} (a retired key's "
+                             "tokens must expire, leeway included)")
+        if keys.pre_publication_seconds >= keys.rotation_interval_seconds:
+            raise ValueError("signingKeys.prePublicationSeconds must be below "
+                             "rotationIntervalSeconds")
         return self
 
     def overlap_s(self, leeway_s: int) -> int:
@@ -113,10 +132,12 @@ class InvalidSpec(LocalError, ValueError):
 PRE_PUBLICATION_FLOOR_S = 120
 
 
-def parse_spec(raw: Any, *, dev: bool = False) -> AgentChatSpec:
+def parse_spec(raw: Any, *, dev: bool = False, name: str | None = None) -> AgentChatSpec:
     """The typed spec, or InvalidSpec. `dev` (the operator's AGENTCHAT_MODE=dev) lifts the
-    pre-publication floor, for test clusters that rotate keys in seconds. The floor is here
-    and not in the CRD, which cannot know the mode (see operator/README.md)."""
+    pre-publication floor, for the emulator tests that rotate keys in seconds (the CRD's
+    minimum applies on a real API server whatever the mode). With `name` (the AgentChat's),
+    `spec.names` must start with `NAME-`, like the CRD's rule: the Role grants the operator
+    these names only, and no spec may point it at another Secret of the namespace."""
     try:
         spec = AgentChatSpec.model_validate(dict(raw or {}))
     except ValidationError as e:
@@ -127,4 +148,27 @@ def parse_spec(raw: Any, *, dev: bool = False) -> AgentChatSpec:
         raise InvalidSpec(f"signingKeys/prePublicationSeconds: {pre} is below "
                           f"{PRE_PUBLICATION_FLOOR_S} (kubelet's mounted-Secret propagation); "
                           "shorter only with the operator in AGENTCHAT_MODE=dev")
+    if name is not None:
+        for field, value in spec.names.model_dump(by_alias=True).items():
+            if value is not None and not value.startswith(f"{name}-"):
+                raise InvalidSpec(f"names/{field}: {value!r} must start with {name + '-'!r}")
     return spec
+
+
+def effective_spec(body: Mapping[str, Any], *, dev: bool = False
+                   ) -> tuple[AgentChatSpec | None, InvalidSpec | None]:
+    """The spec to act on and the current spec's error, if any. An invalid spec falls back
+    to `status.lastGoodSpec` (the last spec that parsed), so a bad edit that passed the API
+    server (an older CRD, the dev mode's floor) never stops key and token work."""
+    name = (body.get("metadata") or {}).get("name")
+    try:
+        return parse_spec(body.get("spec"), dev=dev, name=name), None
+    except InvalidSpec as e:
+        error = e
+    last = (body.get("status") or {}).get("lastGoodSpec")
+    if isinstance(last, Mapping):
+        try:
+            return parse_spec(last, dev=dev, name=name), error
+        except InvalidSpec:
+            pass
+    return None, error

@@ -20,7 +20,7 @@ from agentchat.operator import constants as c
 from agentchat.operator.kube import Kube, KubeError, as_body
 from agentchat.operator.pruning import PrunerBusy, Retention, prune
 from agentchat.operator.settings import OperatorSettings
-from agentchat.operator.spec import AgentChatSpec, InvalidSpec, parse_spec
+from agentchat.operator.spec import AgentChatSpec, effective_spec
 from agentchat.operator.status import condition, iso, merge_conditions, parse_iso
 
 
@@ -34,10 +34,10 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
     now = time.time()
     status = dict(body.get("status") or {})
     prune_status = dict(status.get("prune") or {})
-    try:
-        spec = parse_spec(body.get("spec"), dev=settings.is_dev)
-    except InvalidSpec as e:
-        _conditions(patch, status, False, "InvalidSpec", str(e), now)
+    # An invalid spec prunes by the last good one (the rotate timer reports the error).
+    spec, error = effective_spec(body, dev=settings.is_dev)
+    if spec is None:
+        _conditions(patch, status, False, "InvalidSpec", str(error), now)
         return
     ck = spec.checkpoints
     if not ck.enabled:

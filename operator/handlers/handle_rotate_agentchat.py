@@ -4,6 +4,15 @@ Order matters (docs/protocol.md §8): the public JWKS (Secret for pods, ConfigMa
 written from the planned ring *before* the private ring, and the token is minted last, with a
 key that is already published. A failure at any step leaves a JWKS that still holds every
 key that can sign or has live tokens; the retry recomputes the plan from the stored ring.
+
+A spec the operator cannot act on never stops this work: the last spec that was good
+(`status.lastGoodSpec`) keeps the keys rotating and the token renewed, and the error is the
+`SpecValid` condition and an `InvalidSpec` Event until the spec is fixed.
+
+A missing ring Secret while the JWKS Secret still lists keys is recovered, never swapped:
+a next key is published (it signs after the pre-publication delay) and the JWKS keeps the
+old public keys for the overlap (`retained.json` in the ring Secret), so tokens in flight
+keep verifying (`RingRecreated` Event).
 """
 
 from __future__ import annotations
@@ -18,9 +27,15 @@ from agentchat.errors import LocalError
 from agentchat.keys import KeyRing, sign_service_token
 from agentchat.operator import constants as c
 from agentchat.operator.kube import Kube, KubeError, as_body
-from agentchat.operator.rotation import Plan, RotationPolicy, next_due, plan_rotation
+from agentchat.operator.rotation import (
+    Plan,
+    RotationPolicy,
+    next_due,
+    plan_recovery,
+    plan_rotation,
+)
 from agentchat.operator.settings import OperatorSettings
-from agentchat.operator.spec import AgentChatSpec, InvalidSpec, Names, parse_spec
+from agentchat.operator.spec import AgentChatSpec, InvalidSpec, Names, effective_spec
 from agentchat.operator.status import condition, iso, merge_conditions, parse_iso
 from agentchat.operator.tokens import read_claims, renewal_reason
 
@@ -36,24 +51,45 @@ async def handle_rotate_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: 
                                   settings: OperatorSettings, kube: Kube) -> None:
     now = time.time()
     status = dict(body.get("status") or {})
+    spec, error = effective_spec(body, dev=settings.is_dev)
+    if spec is None:
+        assert error is not None
+        _fail(body, patch, status, "InvalidSpec", str(error), now)
+        return  # no spec was ever good: nothing to act on until it is fixed
+    spec_valid = _spec_condition(body, status, error, now)
+    if error is None and status.get("lastGoodSpec") != dict(body.get("spec") or {}):
+        patch.status["lastGoodSpec"] = dict(body.get("spec") or {})
     try:
-        spec = parse_spec(body.get("spec"), dev=settings.is_dev)
-    except InvalidSpec as e:
-        _fail(body, patch, status, "InvalidSpec", str(e), now)
-        return  # nothing to retry until the spec changes
-    try:
-        await _reconcile(body, patch, status, spec, settings, kube, now)
+        await _reconcile(body, patch, status, spec, settings, kube, now, spec_valid)
     except CorruptRing as e:
-        _fail(body, patch, status, "CorruptRing", str(e), now)
+        _fail(body, patch, status, "CorruptRing", str(e), now, spec_valid)
         raise kopf.TemporaryError(str(e), delay=settings.backoff(retry)) from None
     except KubeError as e:
-        _fail(body, patch, status, "KubernetesApiError", str(e), now)
+        _fail(body, patch, status, "KubernetesApiError", str(e), now, spec_valid)
         raise kopf.TemporaryError(str(e), delay=settings.backoff(retry)) from None
+
+
+def _spec_condition(body: kopf.Body, status: dict[str, Any], error: InvalidSpec | None,
+                    now: float) -> dict[str, Any]:
+    """SpecValid, with a Warning Event when the spec's error is new."""
+    if error is None:
+        return condition(c.SPEC_VALID, True, "SpecAccepted", "the spec is in effect", now)
+    message = f"{error}; acting on the last good spec"
+    prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.SPEC_VALID) or {}
+    if prev.get("status") != "False" or prev.get("message") != message:
+        kopf.warn(as_body(body), reason="InvalidSpec", message=message)
+    return condition(c.SPEC_VALID, False, "InvalidSpec", message, now)
+
+
+def _token_alive(token: str | None, now: float) -> bool:
+    claims = (read_claims(token) or ({}, {}))[1] if token else {}
+    exp = claims.get("exp")
+    return isinstance(exp, int) and exp > now
 
 
 async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
                      spec: AgentChatSpec, settings: OperatorSettings, kube: Kube,
-                     now: float) -> None:
+                     now: float, spec_valid: dict[str, Any]) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     names = Names(name, spec.names)
     owner = dict(body)
@@ -65,20 +101,51 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
 
     stored = await kube.read_secret(namespace, names.signing_keys)
     ring = _parse_ring(stored, names.signing_keys)
-    plan = plan_rotation(ring, policy, now)
+    retained = _retained(stored, now)
+    token_data = await kube.read_secret(namespace, names.service_token)
+    token = (token_data or {}).get(c.TOKEN_KEY)
+    recovered = 0
+    if ring is None and _token_alive(token, now):
+        old = await _published_keys(kube, namespace, names)
+        if old:
+            # The ring is gone but its public keys and a live token are not: never an
+            # instant swap (see the module's docstring).
+            plan = plan_recovery(now)
+            retained = [{"jwk": k, "until": now + policy.overlap_s} for k in old]
+            recovered = len(old)
+        else:
+            plan = plan_rotation(None, policy, now)
+    elif ring is not None and not ring.by_stage("current") and not _token_alive(token, now):
+        # Recovering, but the old token has expired meanwhile: nothing in flight to protect,
+        # so the next key signs now rather than leaving the agent without a token.
+        plan = plan_rotation(ring, RotationPolicy(policy.interval_s, 0, policy.overlap_s), now)
+    else:
+        plan = plan_rotation(ring, policy, now)
 
-    jwks = json.dumps(plan.ring.public_jwks(), indent=2)
+    jwks_doc = plan.ring.public_jwks()
+    known = {k["kid"] for k in jwks_doc["keys"]}
+    jwks_doc["keys"] += [r["jwk"] for r in retained if r["jwk"].get("kid") not in known]
+    jwks = json.dumps(jwks_doc, indent=2)
     await kube.apply_secret(owner, names.jwks_secret, {c.JWKS_KEY: jwks}, "jwks")
     await kube.apply_config_map(owner, names.jwks_config_map, {c.JWKS_KEY: jwks}, "jwks")
     if plan.changed:
-        await kube.apply_secret(owner, names.signing_keys, {c.RING_KEY: plan.ring.to_json()},
-                                "signing-keys")
+        data = {c.RING_KEY: plan.ring.to_json()}
+        if retained:
+            data[c.RETAINED_KEY] = json.dumps(retained)
+        await kube.apply_secret(owner, names.signing_keys, data, "signing-keys")
+    if recovered:
+        kopf.warn(as_body(owner), reason="RingRecreated",
+                  message=f"Secret {names.signing_keys} was missing: published next key "
+                          f"{plan.ring.keys[0].kid} (signs in "
+                          f"{policy.pre_publication_s:.0f}s) and kept {recovered} public "
+                          f"key(s) from Secret {names.jwks_secret} for "
+                          f"{policy.overlap_s:.0f}s; the live service token stays valid")
     for action in plan.actions:
         kopf.info(as_body(owner), reason=EVENT_REASONS[action.verb], message=action.describe())
 
-    token_data = await kube.read_secret(namespace, names.service_token)
-    token = (token_data or {}).get(c.TOKEN_KEY)
-    reason = renewal_reason(token, plan.ring, spec.service_token, now)
+    reason = None
+    if plan.ring.by_stage("current"):
+        reason = renewal_reason(token, plan.ring, spec.service_token, now)
     if reason is not None:
         token = sign_service_token(
             plan.ring, issuer=spec.service_token.issuer, audience=spec.service_token.audience,
@@ -95,7 +162,32 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
                   message=f"service token re-minted ({reason}); key {header.get('kid')}, "
                           f"expires {iso(claims['exp'])}")
 
-    _write_status(patch, status, plan, policy, now, header, claims, refresh_at)
+    _write_status(patch, status, plan, policy, now, header, claims, refresh_at, spec_valid)
+
+
+async def _published_keys(kube: Kube, namespace: str, names: Names) -> list[dict[str, Any]]:
+    """The public keys the JWKS Secret (else the ConfigMap) still lists."""
+    for read, name in ((kube.read_secret, names.jwks_secret),
+                       (kube.read_config_map, names.jwks_config_map)):
+        data = await read(namespace, name)
+        try:
+            keys = json.loads((data or {}).get(c.JWKS_KEY) or "{}").get("keys") or []
+        except (ValueError, AttributeError):
+            continue
+        keys = [k for k in keys if isinstance(k, dict) and k.get("kid")]
+        if keys:
+            return keys
+    return []
+
+
+def _retained(stored: dict[str, str] | None, now: float) -> list[dict[str, Any]]:
+    """Recovered public keys still within their overlap."""
+    try:
+        entries = json.loads((stored or {}).get(c.RETAINED_KEY) or "[]")
+    except ValueError:
+        return []
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("jwk"), dict)
+            and float(e.get("until") or 0) > now]
 
 
 def _parse_ring(stored: dict[str, str] | None, secret: str) -> KeyRing | None:
@@ -103,7 +195,8 @@ def _parse_ring(stored: dict[str, str] | None, secret: str) -> KeyRing | None:
         return None
     try:
         ring = KeyRing.from_json(stored[c.RING_KEY])
-        ring.current()
+        if ring.by_stage("current") or not ring.by_stage("next"):
+            ring.current()  # exactly one current key, unless recovering (next only)
         return ring
     except (KeyError, ValueError, TypeError) as e:
         raise CorruptRing(f"Secret {secret} holds no readable key ring "
@@ -112,14 +205,15 @@ def _parse_ring(stored: dict[str, str] | None, secret: str) -> KeyRing | None:
 
 def _write_status(patch: kopf.Patch, status: dict[str, Any], plan: Plan,
                   policy: RotationPolicy, now: float, header: dict[str, Any],
-                  claims: dict[str, Any], refresh_at: float) -> None:
+                  claims: dict[str, Any], refresh_at: float,
+                  spec_valid: dict[str, Any]) -> None:
     ring = plan.ring
     by_stage = {s: [k.kid for k in ring.by_stage(s)] for s in ("next", "current", "previous")}
     last = iso(now) if plan.changed else (status.get("keys") or {}).get("lastRotationAt")
     patch.status["keys"] = {
         "ring": [{"kid": k.kid, "stage": k.stage, "since": iso(k.stage_since)}
                  for k in ring.keys],
-        "current": ring.current().kid,
+        "current": ring.current().kid if ring.by_stage("current") else None,
         "nextTransitionAt": iso(next_due(ring, policy)),
         "lastRotationAt": last,
     }
@@ -132,11 +226,12 @@ def _write_status(patch: kopf.Patch, status: dict[str, Any], plan: Plan,
         condition(c.KEYS_ROTATED, True, "KeysPublished", message, now),
         condition(c.TOKEN_FRESH, True, "TokenValid",
                   f"expires {iso(claims['exp'])}, renewed from {iso(refresh_at)}", now),
+        spec_valid,
     ], now)
 
 
 def _fail(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any], reason: str,
-          message: str, now: float) -> None:
+          message: str, now: float, spec_valid: dict[str, Any] | None = None) -> None:
     """Conditions false with the reason; an Event only when the failure is new."""
     prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.KEYS_ROTATED)
     if not prev or prev.get("reason") != reason or prev.get("message") != message:
@@ -147,5 +242,8 @@ def _fail(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any], reason: st
                        f"expires {iso(expires)}; renewal blocked: {reason}", now)
              if expires is not None and expires > now
              else condition(c.TOKEN_FRESH, False, reason, message, now))
+    spec = spec_valid or (condition(c.SPEC_VALID, False, reason, message, now)
+                          if reason == "InvalidSpec" else None)
     patch.status["conditions"] = merge_conditions(status, [
-        condition(c.KEYS_ROTATED, False, reason, message, now), token], now)
+        condition(c.KEYS_ROTATED, False, reason, message, now), token,
+        *([spec] if spec else [])], now)

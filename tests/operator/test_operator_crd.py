@@ -81,12 +81,11 @@ GOOD = [
      "checkpoints": {"enabled": True, "keepLatestAfterIdleHours": 12,
                      "deleteInactiveAfterDays": 60, "deleteArchivedAfterDays": 7,
                      "batchSize": 500, "intervalSeconds": 600},
-     "names": {"signingKeysSecret": "keys", "jwksSecret": "jwks", "jwksConfigMap": "jwks",
-               "serviceTokenSecret": "token"}},
+     "names": {"signingKeysSecret": "chat-keys", "jwksSecret": "chat-jwks2",
+               "jwksConfigMap": "chat-jwks2", "serviceTokenSecret": "chat-token"}},
 ]
 
 BAD = {
-    "unknown field": {"rotate": True},
     "negative lifetime": {"serviceToken": {"lifetimeSeconds": -5}},
     "lifetime as text": {"serviceToken": {"lifetimeSeconds": "15m"}},
     "unsupported algorithm": {"signingKeys": {"algorithm": "HS256"}},
@@ -100,7 +99,18 @@ BAD = {
 @pytest.mark.parametrize("spec", GOOD)
 def test_good_specs_pass_the_schema_and_the_model(spec: dict[str, Any]) -> None:
     jsonschema.validate(resource(spec), schema())
-    parse_spec(spec)
+    parse_spec(spec, name="chat")
+
+
+def test_unknown_fields_are_refused_by_the_schema_and_ignored_by_the_operator() -> None:
+    """A newer CRD (Helm never upgrades crds/, a rollback keeps the newer one) may carry
+    fields this operator does not know: the API server checks them, the operator reads on."""
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(resource({"rotate": True}), schema())
+    spec = parse_spec({"rotate": True, "serviceToken": {"lifetimeSeconds": 1200,
+                                                        "refreshMarginSeconds": 600,
+                                                        "audienceV2": ["x"]}})
+    assert spec.service_token.lifetime_seconds == 1200
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
@@ -118,7 +128,7 @@ def test_cross_field_rules_the_schema_states_as_cel_are_enforced_by_the_model() 
     with pytest.raises(InvalidSpec, match="refreshMarginSeconds"):
         parse_spec({"serviceToken": {"lifetimeSeconds": 60, "refreshMarginSeconds": 60}})
     with pytest.raises(InvalidSpec, match="overlapSeconds"):
-        parse_spec({"serviceToken": {"lifetimeSeconds": 900},
+        parse_spec({"serviceToken": {"lifetimeSeconds": 900, "refreshMarginSeconds": 300},
                     "signingKeys": {"overlapSeconds": 60}})
 
 

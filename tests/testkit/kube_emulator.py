@@ -128,6 +128,21 @@ class KubeEmulator:
             "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})
 
+    def patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        r = httpx.patch(self.url + path, json=patch, timeout=10,
+                        headers={"Content-Type": "application/merge-patch+json"})
+        r.raise_for_status()
+        return dict(r.json())
+
+    def delete(self, path: str) -> None:
+        r = httpx.delete(self.url + path, timeout=10)
+        if r.status_code != 404:
+            r.raise_for_status()
+
+    def patch_agentchat_spec(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+        self.patch(f"/apis/{c.GROUP}/{c.VERSION}/namespaces/{namespace}/{c.PLURAL}/{name}",
+                   {"spec": spec})
+
     def get(self, path: str) -> dict[str, Any] | None:
         r = httpx.get(self.url + path, timeout=10)
         if r.status_code == 404:
