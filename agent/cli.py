@@ -31,8 +31,22 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"agentchat serve: refusing to start: {reasons}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level="warning", timeout_graceful_shutdown=10)
+    app = create_app(settings)
+    holder = app.state.holder
+
+    class DrainingServer(uvicorn.Server):
+        """On SIGTERM the replica stops taking runs at once (AGENT_SATURATED, /readyz 503);
+        uvicorn then waits up to `drain_s` for the live streams, and the app's shutdown marks
+        what is left lost (agent/wiring.py)."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if holder.services is not None:
+                holder.services.start_draining()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                            timeout_graceful_shutdown=max(1, int(settings.drain_s)))
+    DrainingServer(config).run()
     return 0
 
 

@@ -54,6 +54,29 @@ class AgentSettings(SelectionSettings):
     lease_s: float = 30.0
     confirmation_ttl_s: float = 300.0
 
+    # Runs (docs/protocol.md §4, "Runs"): each run's events kept for joins, at most this many
+    # per run (the oldest go first); off only for the benchmark's baseline.
+    run_events: bool = True
+    run_events_max: int = Field(default=5000, ge=10)
+    # A live run's replica heartbeats it this often; any replica marks a run lost after this
+    # long without one (RUN_LOST).
+    run_heartbeat_s: float = Field(default=2.0, gt=0)
+    run_lost_s: float = Field(default=10.0, gt=0)
+    # Joiners on another replica learn of new events by LISTEN on this direct connection
+    # (default: the database URL); `join_listen=false` (e.g. behind a transaction-pooling
+    # PgBouncer, where LISTEN does not work) polls every `join_poll_s` instead.
+    join_listen: bool = True
+    listen_url: str | None = None
+    join_poll_s: float = Field(default=0.25, gt=0)
+    # A submit while the same tab's previous run is still stopping waits this long for it.
+    stop_wait_s: float = Field(default=2.0, ge=0)
+    # Live runs this replica takes at most (AGENT_SATURATED beyond), and how long a SIGTERM
+    # lets them finish before they are marked lost.
+    max_live_runs: int = Field(default=1000, ge=1)
+    drain_s: float = Field(default=30.0, ge=0)
+    # This replica's name in the runs table (default: host name and process id).
+    replica: str | None = None
+
     # Input limits (docs/protocol.md §1).
     max_text_bytes: int = 16 * 1024
     max_uicontext_bytes: int = 4 * 1024

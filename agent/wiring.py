@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -9,8 +11,10 @@ import httpx
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
+from agentchat.agent.chat.join import RunListener
 from agentchat.agent.chat.limits import UserLimits
 from agentchat.agent.chat.recovery import OrphanSweeper
+from agentchat.agent.chat.runs import RunHub
 from agentchat.agent.chat.service import ChatService
 from agentchat.agent.chat.turns import TurnRunner
 from agentchat.agent.graph.builder import GraphDeps, build_graph
@@ -39,12 +43,39 @@ class Services:
     tokens: ServiceTokenProvider
     dev_issuer: DevUserIssuer | None
     llm_status: LlmStatusProbe  # one cached probe for llm-status and /readyz
+    hub: RunHub
+    listener: RunListener
     sweeper: OrphanSweeper | None = None
+    drain_started: float | None = None
+
+    @property
+    def draining(self) -> bool:
+        return self.hub.draining
+
+    def start_draining(self) -> None:
+        """SIGTERM: take no new runs (AGENT_SATURATED; /readyz 503); live ones go on."""
+        if not self.hub.draining:
+            self.hub.draining = True
+            self.drain_started = asyncio.get_event_loop().time()
 
     async def aclose(self) -> None:
+        """Drain: live runs get `drain_s` to finish (uvicorn waited for their connections
+        already), their events are stored, and the rest are marked lost for their joiners."""
+        self.start_draining()
         if self.sweeper is not None:
             await self.sweeper.aclose()
-        await self.runner.drain()
+        loop = asyncio.get_running_loop()
+        spent = loop.time() - (self.drain_started or loop.time())
+        await self.runner.drain(max(0.0, self.settings.drain_s - spent))
+        deadline = loop.time() + 5.0
+        while any(r.done for r in self.hub.live.values()) and loop.time() < deadline:
+            with contextlib.suppress(Exception):
+                await self.hub.flush()
+            await asyncio.sleep(0.05)
+        await self.hub.abandon()
+        self.runner.abandoned = True
+        await self.hub.aclose()
+        await self.listener.aclose()
         await self.http.aclose()
         await self.pool.close()
 
@@ -71,15 +102,19 @@ async def build_services(settings: AgentSettings) -> Services:
     graph = build_graph(deps).compile(checkpointer=saver)
     runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s)
     verifier = user_verifier(settings)
+    hub = RunHub(settings=settings, pool=pool)
+    listener = RunListener(settings)
     chat = ChatService(settings=settings, pool=pool, runner=runner, verifier=verifier,
                        tools=TurnToolChooser(settings, catalog), policy=deps.policy,
-                       catalog=catalog, limits=UserLimits.from_settings(settings))
+                       catalog=catalog, limits=UserLimits.from_settings(settings), hub=hub,
+                       listener=listener)
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
-    sweeper = OrphanSweeper(pool=pool, runner=runner, lease_s=settings.lease_s)
+    sweeper = OrphanSweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s)
     sweeper.start()
     return Services(settings=settings, catalog=catalog, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
-                    llm_status=LlmStatusProbe(settings, http), sweeper=sweeper)
+                    llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
+                    sweeper=sweeper)
 
 
 class ServiceHolder:

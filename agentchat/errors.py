@@ -46,6 +46,12 @@ class ErrorCode(StrEnum):
     INTERNAL = "INTERNAL"
     # docs/protocol.md §10: a per-user limit (runs at once, submits a minute); try again shortly.
     RATE_LIMITED = "RATE_LIMITED"
+    # docs/protocol.md §4 "Runs": nothing to join; the events asked for are no longer kept;
+    # the run's replica died (`retry` completes the turn); the replica takes no more runs.
+    NO_RUN = "NO_RUN"
+    JOIN_EXPIRED = "JOIN_EXPIRED"
+    RUN_LOST = "RUN_LOST"
+    AGENT_SATURATED = "AGENT_SATURATED"
 
 
 # (HTTP status, retryable) per code; None where the code never travels over REST.
@@ -64,6 +70,10 @@ ERROR_TABLE: dict[ErrorCode, tuple[int | None, bool]] = {
     ErrorCode.TOOL_FAILURE: (None, False),
     ErrorCode.INTERNAL: (500, True),
     ErrorCode.RATE_LIMITED: (429, True),
+    ErrorCode.NO_RUN: (None, False),
+    ErrorCode.JOIN_EXPIRED: (None, False),
+    ErrorCode.RUN_LOST: (None, True),
+    ErrorCode.AGENT_SATURATED: (None, True),
 }
 
 

@@ -14,7 +14,7 @@ from agentchat.agent.chat.uploads import OWNERS, RefusedFile, read_upload, uploa
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import AgentChatError, ErrorCode
 
-ACTIONS = {None, "confirm", "deny", "retry"}
+ACTIONS = {None, "confirm", "deny", "retry", "join"}
 _ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -39,6 +39,11 @@ class ChatRequest:
     user_jwt: str | None
     env_id: str | None
     confirm_id: str | None = None
+    # docs/protocol.md §4 "Runs": the run to join and the last seq the client has; the
+    # browser tab that holds the lease (stable across reconnects).
+    run_id: str | None = None
+    last_seq: int = 0
+    tab_id: str | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
     attached: str = ""  # the files as the model reads them, once read (file_text)
 
@@ -64,7 +69,8 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
     elif isinstance(message, dict):
         text = message.get("text") or ""
         files = message.get("files") or []
-        fields = {k: message.get(k) for k in ("action", "conversation_id", "confirm_id")}
+        fields = {k: message.get(k) for k in ("action", "conversation_id", "confirm_id",
+                                              "run_id", "last_seq", "tab_id")}
     else:
         raise _invalid("message must be a string or {text, files}")
     if not isinstance(text, str):
@@ -82,11 +88,18 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         user_jwt=_opt_str(user_jwt, "user_jwt"),
         env_id=_opt_str(env_id, "env_id"),
         confirm_id=_opt_str(fields.get("confirm_id"), "confirm_id"),
+        run_id=_opt_str(fields.get("run_id"), "run_id"),
+        last_seq=_last_seq(fields.get("last_seq")),
+        tab_id=_opt_str(fields.get("tab_id"), "tab_id"),
     )
     if req.action not in ACTIONS:
         raise _invalid(f"unknown action {req.action!r}")
-    if req.conversation_id is not None and not _ID_RE.match(req.conversation_id):
-        raise _invalid("conversation_id is malformed")
+    for name in ("conversation_id", "run_id", "tab_id"):
+        value = getattr(req, name)
+        if value is not None and not _ID_RE.match(value):
+            raise _invalid(f"{name} is malformed")
+    if req.action == "join" and req.conversation_id is None:
+        raise _invalid("join needs the conversation_id")
     if req.env_id is not None and len(req.env_id) > 64:
         raise _invalid("env_id is too long")
     if len(text.encode()) > settings.max_text_bytes:
@@ -101,6 +114,14 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
     if any(s is not None and "\x00" in s for s in strings):
         raise _invalid("the message contains a NUL character")
     return req
+
+
+def _last_seq(value: Any) -> int:
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
+        raise _invalid("last_seq must be a whole number from 0")
+    return value
 
 
 def _parse_uicontext(settings: AgentSettings, raw: Any) -> dict[str, Any] | None:

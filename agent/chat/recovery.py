@@ -3,7 +3,8 @@
 A running turn's process renews its conversation's lease every `lease_s / 3`, so a turn still
 `running` with no live lease and not running here is an orphan. Two ways it is settled:
 
-- The sweeper (every `lease_s`, in every replica) marks orphans failed (`INTERNAL`) and their
+- The sweeper (every `lease_s`, in every replica) marks runs without a heartbeat lost
+  (agent/chat/runs.py: their joiners get RUN_LOST), then orphans failed (`INTERNAL`) and their
   unfinished tool calls `error`, so history is consistent even if the user never returns. It
   leaves the checkpoint alone: it holds no user token, and the run may still be finished.
 - The user's next submit (`ChatService`): `retry` finishes the interrupted run from its last
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 
+from agentchat.agent.chat.runs import RunHub
 from agentchat.agent.chat.turns import TurnRunner
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db
@@ -25,13 +27,16 @@ log = logging.getLogger("agentchat.agent.chat.recovery")
 
 
 class OrphanSweeper:
-    def __init__(self, *, pool: Db, runner: TurnRunner, lease_s: float) -> None:
+    def __init__(self, *, pool: Db, runner: TurnRunner, hub: RunHub, lease_s: float) -> None:
         self.pool = pool
         self.runner = runner
+        self.hub = hub
         self.lease_s = lease_s
         self.task: asyncio.Task[None] | None = None
 
     async def sweep(self) -> dict[str, int]:
+        # Runs without a heartbeat first: their turns fail as RUN_LOST, which retry completes.
+        await self.hub.mark_lost()
         live = [t.turn_id for t in self.runner.active.values()]
         found = await turn_records.sweep_orphans(self.pool, live, grace_s=self.lease_s)
         if found["turns"]:

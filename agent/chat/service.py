@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -15,14 +16,16 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
 
 from agentchat.agent.chat.inputs import ChatRequest
+from agentchat.agent.chat.join import RunListener, join
 from agentchat.agent.chat.limits import UserLimits
+from agentchat.agent.chat.runs import Run, RunHub
 from agentchat.agent.chat.turns import Turn, TurnRunner
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage import confirmations, conversations, leases
+from agentchat.agent.storage import confirmations, conversations, leases, runs
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db, connection, not_found
 from agentchat.catalog import Catalog
@@ -35,8 +38,11 @@ from agentchat.words import turn_language
 class ChatService:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
                  verifier: TokenVerifier, tools: TurnToolChooser, policy: PolicyClient,
-                 catalog: Catalog, limits: UserLimits) -> None:
+                 catalog: Catalog, limits: UserLimits, hub: RunHub,
+                 listener: RunListener) -> None:
         self.settings = settings
+        self.hub = hub
+        self.listener = listener
         self.limits = limits
         self.policy = policy
         self.catalog = catalog
@@ -73,35 +79,76 @@ class ChatService:
                                  "the conversation is archived; restore it first")
         return str(conv["id"])
 
-    async def take_lease(self, conversation_id: str, session: str) -> None:
-        """The multi-tab gate (docs/protocol.md §4). Taken under the conversation's lock, so the
-        pruner (which checks leases under the same lock) never deletes a thread being used."""
-        # A turn that has sent its last event (final, card, error) may still be writing its
-        # records: the next submit is not busy (a follow-up right after the final got BUSY).
-        running = self.runner.active.get(conversation_id)
-        if running is not None and running.status == "running":
-            raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+    async def take_lease(self, conversation_id: str, tab: str) -> None:
+        """The multi-tab gate (docs/protocol.md §4): the lease belongs to the user's tab. Taken
+        under the conversation's lock, so the pruner (which checks leases under the same lock)
+        never deletes a thread being used. The same tab's previous run, still stopping (Stop,
+        then send at once), is waited for up to `stop_wait_s`; another tab is BUSY at once."""
+        await self._settle_local(conversation_id, tab)
         async with connection(self.pool) as conn, conversation_lock(conn, conversation_id):
             try:
-                taken = await leases.take_lease(conn, conversation_id, session,
+                taken = await leases.take_lease(conn, conversation_id, tab,
                                                 self.settings.lease_s)
             except psycopg.errors.ForeignKeyViolation:
                 raise not_found() from None
-        if not taken:
-            raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
-                                 "the conversation is open in another tab")
+            if not taken:
+                raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
+                                     "the conversation is open in another tab")
+            elsewhere = await runs.live_elsewhere(conn, conversation_id, self.hub.replica,
+                                                  self.settings.run_lost_s)
+        if elsewhere:
+            await self._settle_elsewhere(conversation_id, tab, elsewhere)
+
+    async def _settle_local(self, conversation_id: str, tab: str) -> None:
+        # A turn that has sent its last event (final, card, error) may still be writing its
+        # records: the next submit is not busy (a follow-up right after the final got BUSY).
+        running = self.runner.active.get(conversation_id)
+        if running is None or running.status != "running":
+            return
+        if running.session_id == tab and running.task is not None:
+            await asyncio.wait([running.task], timeout=self.settings.stop_wait_s)
+            if running.task.done() or running.status != "running":
+                return
+        raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+
+    async def _settle_elsewhere(self, conversation_id: str, tab: str,
+                                live: list[dict[str, Any]]) -> None:
+        """A run of this conversation live on another replica (the same tab reconnected to
+        another pod): wait for it like a local one; a dead replica's run is marked lost."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.stop_wait_s
+        while live:
+            if any(r["stale"] for r in live):
+                await self.hub.mark_lost()
+            elif any(r["tab_id"] != tab for r in live) or loop.time() >= deadline:
+                raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+            else:
+                await asyncio.sleep(0.1)
+            async with connection(self.pool) as conn:
+                live = await runs.live_elsewhere(conn, conversation_id, self.hub.replica,
+                                                 self.settings.run_lost_s)
+
+    def join(self, req: ChatRequest, principal: Principal) -> AsyncIterator[dict[str, Any]]:
+        """`action: "join"`: never starts or changes a run, takes no lease."""
+        assert req.conversation_id is not None
+        return join(self.hub, self.listener, self.pool, owner=principal.sub,
+                    conversation_id=req.conversation_id, run_id=req.run_id,
+                    last_seq=req.last_seq)
 
     # -- the kinds of submit --------------------------------------------------------------------
 
     async def submit(self, req: ChatRequest, principal: Principal, token: str,
-                     conversation_id: str, session: str) -> tuple[Turn, list[dict[str, Any]]]:
-        """Start the turn for this submit; returns it with any events that come first."""
+                     conversation_id: str, session: str) -> tuple[Turn, Run]:
+        """Start the turn for this submit, as a run (its events, any early ones first)."""
         if req.action in ("confirm", "deny"):
-            return await self._answer(req, principal, token, conversation_id, session)
-        early = await self._deny_pending(conversation_id)
-        if req.action == "retry":
-            return await self._retry(token, conversation_id, session), early
-        return await self._new_turn(req, token, conversation_id, session), early
+            turn, early = await self._answer(req, principal, token, conversation_id, session)
+        else:
+            early = await self._deny_pending(conversation_id)
+            if req.action == "retry":
+                turn = await self._retry(token, conversation_id, session)
+            else:
+                turn = await self._new_turn(req, token, conversation_id, session)
+        return turn, self.hub.start(turn, req.action or "message", early)
 
     async def _runtime(self, conversation_id: str, turn_id: str, token: str, text: str,
                        env_id: str | None, uicontext: dict[str, Any] | None) -> TurnRuntime:

@@ -1,8 +1,9 @@
 """A turn runs as a server-side task that outlives the connection (docs/protocol.md §4).
 
 The task drives the graph, turns what it streams into docs/protocol.md §2 events, records the turn
-as it happens, and hands events to whoever is listening. A dropped connection only detaches
-the listener; a cancel stops the task, keeps the partial answer and closes dangling calls.
+as it happens, and hands the events to its run (agent/chat/runs.py). A dropped connection only
+ends its follower of the run; a cancel stops the task, keeps the partial answer and closes
+dangling calls.
 """
 
 from __future__ import annotations
@@ -46,16 +47,11 @@ class Turn:
     queue: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
     text: str = ""
-    listening: bool = True
     status: str = "running"
 
     def emit(self, event: dict[str, Any]) -> None:
-        if self.listening:
-            self.queue.put_nowait(event)
-
-    def detach(self) -> None:
-        """The connection dropped: keep running, stop queueing events nobody reads."""
-        self.listening = False
+        """To the turn's run (agent/chat/runs.py), which reads every event, listened to or not."""
+        self.queue.put_nowait(event)
 
 
 class TurnRunner:
@@ -66,6 +62,9 @@ class TurnRunner:
         self.lease_s = lease_s
         self.active: dict[str, Turn] = {}
         self.background: set[asyncio.Task[None]] = set()
+        # Set at shutdown once the live runs were marked lost: the tasks the loop then cancels
+        # must not record a user's cancel over RUN_LOST (retry completes those turns).
+        self.abandoned = False
 
     def start(self, turn: Turn) -> Turn:
         self.active[turn.conversation_id] = turn
@@ -237,6 +236,8 @@ class TurnRunner:
         await turn_records.close_dangling_calls(self.pool, conversation_id, outcome)
 
     async def _after_cancel(self, turn: Turn) -> None:
+        if self.abandoned:
+            return
         # Shielded: the task is being cancelled, but the records must still be written.
         async def record() -> None:
             await self.close_dangling(turn.conversation_id, "cancelled by the user",

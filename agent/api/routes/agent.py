@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.chat.inputs import UIContext
-from agentchat.agent.storage import leases
+from agentchat.agent.storage import leases, runs
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.keys import public_members
 
@@ -25,9 +25,16 @@ class LlmStatus(BaseModel):
     checked_at: str
 
 
+class ActiveRun(BaseModel):
+    run_id: str
+    status: str  # running | completed | awaiting_confirmation | failed | cancelled | lost
+    last_seq: int
+
+
 class ActiveState(BaseModel):
     active: bool
     until: datetime | None
+    run: ActiveRun | None  # the conversation's newest run: what a reloaded tab joins
 
 
 @router.get("/llm-status", response_model=LlmStatus)
@@ -49,13 +56,19 @@ async def jwks(services: ServicesDep) -> dict[str, Any]:
 @router.get("/conversations/{conversation_id}/active", response_model=ActiveState)
 async def active(conversation_id: str, user: CurrentUser,
                  services: ServicesDep) -> ActiveState:
-    """Whether another tab holds the conversation (docs/protocol.md §4): a second tab waits."""
+    """Whether a tab holds the conversation (docs/protocol.md §4): a second tab waits; and its
+    newest run, so a reloaded tab knows what to join. From PostgreSQL: the same on every
+    replica."""
     lease = await leases.owned_lease(services.pool, owner=user.sub,
                                      conversation_id=conversation_id)
-    running = conversation_id in services.runner.active
+    row = await runs.find_run(services.pool, owner=user.sub, conversation_id=conversation_id,
+                              run_id=None, lost_s=services.settings.run_lost_s)
+    run = ActiveRun(run_id=row["id"], status=row["status"],
+                    last_seq=row["last_seq"]) if row is not None else None
+    live = run is not None and run.status == "running" and not row["stale"]  # type: ignore[index]
     if lease is None:
-        return ActiveState(active=running, until=None)
-    return ActiveState(active=bool(lease["active"]) or running, until=lease["until"])
+        return ActiveState(active=live, until=None, run=run)
+    return ActiveState(active=bool(lease["active"]) or live, until=lease["until"], run=run)
 
 
 class SelectionDebug(BaseModel):

@@ -1,0 +1,75 @@
+"""The events a client sees (docs/protocol.md §2): ChatMessage dicts, and the coalescing of a
+turn's text so a stream keeps the model's pace under load (ARCHITECTURE, "Streaming at scale").
+
+Every event carries `seq` (1, 2, 3… within its run), `run_id` (null on an error raised before
+a run exists) and `conversation_id`; a stream_token's `content` is the whole answer so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentchat.agent.chat.turns import END_OF_STREAM
+
+
+def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
+               text: str, run_id: str | None = None) -> dict[str, Any]:
+    """One docs/protocol.md §2 ChatMessage dict."""
+    kind = event["type"]
+    meta = {k: v for k, v in event.items() if k not in ("type", "content")}
+    meta.update(seq=seq, conversation_id=conversation_id, run_id=run_id)
+    if kind == "final":
+        return {"role": "assistant", "content": event["content"], "metadata": meta}
+    meta["type"] = kind
+    if kind == "confirm_required":
+        content = event.get("prompt", "")
+    elif kind == "error":
+        content = f"Ошибка: {event.get('detail', '')}"
+    else:
+        content = text
+    return {"role": "assistant", "content": content, "metadata": meta}
+
+
+async def coalesce(queue: asyncio.Queue[dict[str, Any]],
+                   flush_s: float) -> AsyncIterator[dict[str, Any]]:
+    """Events from a turn with text merged: at most one stream_token per flush interval.
+
+    Every token already queued joins the event being built, so a reader slowed by load gets
+    the backlog in one event instead of one token per pull (a backlog that never shrinks).
+    """
+    buf = ""
+    last = 0.0
+    held: dict[str, Any] | None = None  # a non-text event met while draining
+    while True:
+        if held is not None:
+            event, held = held, None
+        elif buf:
+            wait = last + flush_s - time.monotonic()
+            if wait <= 0:
+                yield {"type": "stream_token", "token": buf}
+                buf, last = "", time.monotonic()
+                continue
+            try:
+                event = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                continue
+        else:
+            event = await queue.get()
+        if event["type"] == "stream_token":
+            buf += event["token"]
+            while held is None and not queue.empty():
+                nxt = queue.get_nowait()
+                if nxt["type"] == "stream_token":
+                    buf += nxt["token"]
+                else:
+                    held = nxt
+            continue
+        if buf:
+            yield {"type": "stream_token", "token": buf}
+            buf, last = "", time.monotonic()
+        if event is END_OF_STREAM:
+            return
+        yield event

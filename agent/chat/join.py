@@ -1,0 +1,146 @@
+"""`action: "join"` (docs/protocol.md §4, "Runs"): a run's events after `last_seq`, then live.
+
+A run live on this replica is followed in memory (agent/chat/runs.py). Any other run is read
+from PostgreSQL and followed there: a joiner waits for the run's notification on one LISTEN
+connection per replica (`RunListener`), or polls every `join_poll_s` where LISTEN is off
+(`join_listen=false`, e.g. behind a transaction-pooling PgBouncer). Waits are bounded either
+way (a missed notification costs at most `NOTIFY_BOUND_S`), and a joiner that finds its run
+without a heartbeat marks it lost, so a dead replica's run ends with RUN_LOST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+
+from agentchat.agent.chat.runs import TERMINAL, RunHub, event_type
+from agentchat.agent.settings import AgentSettings
+from agentchat.agent.storage import conversations
+from agentchat.agent.storage import runs as store
+from agentchat.agent.storage.db import Db
+from agentchat.db import CONNECTION_KWARGS, resolve_database_url
+from agentchat.errors import AgentChatError, ErrorCode
+
+log = logging.getLogger("agentchat.agent.chat.join")
+NOTIFY_BOUND_S = 2.0
+
+
+class RunListener:
+    """One LISTEN connection for the replica's joiners, opened at the first remote join and
+    re-opened after a failure; joiners wait on it with a bound, so a gap only slows them."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.url = settings.listen_url or resolve_database_url(settings)
+        self.enabled = settings.join_listen
+        self.poll_s = settings.join_poll_s
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.connected = False
+
+    async def wait(self, run_id: str) -> None:
+        """Until the run is notified, or the bound passes."""
+        if not self.enabled:
+            await asyncio.sleep(self.poll_s)
+            return
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._listen(), name="run-listener")
+        event = asyncio.Event()
+        self._waiters.setdefault(run_id, set()).add(event)
+        try:
+            bound = NOTIFY_BOUND_S if self.connected else self.poll_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), bound)
+        finally:
+            waiting = self._waiters.get(run_id)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self._waiters[run_id]
+
+    async def _listen(self) -> None:
+        while self._waiters or not self.connected:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                        self.url, **CONNECTION_KWARGS) as conn:
+                    await conn.execute(f"LISTEN {store.CHANNEL}")
+                    self.connected = True
+                    async for note in conn.notifies():
+                        for event in self._waiters.get(note.payload, ()):
+                            event.set()
+            except (psycopg.Error, OSError) as e:
+                log.warning("LISTEN %s failed (%s); joiners poll meanwhile", store.CHANNEL,
+                            type(e).__name__)
+            self.connected = False
+            await asyncio.sleep(1.0)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
+               conversation_id: str, run_id: str | None,
+               last_seq: int) -> AsyncIterator[dict[str, Any]]:
+    """The owner's run's events after `last_seq`; errors as docs/protocol.md §4 names them."""
+    lost_s = hub.settings.run_lost_s
+    # The owner in the SQL: another user's conversation is NOT_FOUND; an archived one is fine.
+    await conversations.get_conversation(pool, owner=owner, conversation_id=conversation_id)
+    row = await store.find_run(pool, owner=owner, conversation_id=conversation_id,
+                               run_id=run_id, lost_s=lost_s)
+    local = hub.live.get(str(row["id"])) if row is not None else None
+    if row is None and run_id is not None:
+        local = hub.live.get(run_id)  # not yet stored (the writer's first batch is due)
+        local = local if local and local.conversation_id == conversation_id else None
+    if row is None and local is None:
+        raise AgentChatError(ErrorCode.NO_RUN, "there is no run to join")
+    if local is not None:
+        if last_seq > local.last_seq and local.done:
+            raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
+        async for message in local.follow(last_seq):
+            yield message
+        return
+    assert row is not None
+    if last_seq > row["last_seq"] and row["status"] != "running":
+        if row["status"] != "lost":
+            raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
+        last_seq = row["last_seq"] - 1  # it died after what the client saw: say so
+    if last_seq < row["first_kept_seq"] - 1:
+        raise AgentChatError(ErrorCode.JOIN_EXPIRED,
+                             "those events are no longer kept; reload the history")
+    async for message in _follow_stored(hub, listener, pool, str(row["id"]), last_seq):
+        yield message
+
+
+async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: str,
+                         cursor: int) -> AsyncIterator[dict[str, Any]]:
+    lost_s = hub.settings.run_lost_s
+    while True:
+        rows = await store.events_after(pool, run_id, cursor)
+        for r in rows:
+            if r["seq"] != cursor + 1:  # trimmed while we read: the client reloads history
+                raise AgentChatError(ErrorCode.JOIN_EXPIRED,
+                                     "those events are no longer kept; reload the history")
+            cursor = r["seq"]
+            yield r["event"]
+            if event_type(r["event"]) in TERMINAL:
+                return
+        if rows:
+            continue
+        state = await store.run_state(pool, run_id, lost_s)
+        if state is None:  # pruned with its conversation
+            raise AgentChatError(ErrorCode.NO_RUN, "the run is gone")
+        if state["status"] != "running":
+            if cursor >= state["last_seq"]:
+                return
+            continue  # its last events were stored with the status: read them
+        if state["stale"]:
+            await hub.mark_lost()
+            continue
+        await listener.wait(run_id)

@@ -1,0 +1,259 @@
+"""Runs (docs/protocol.md §4, "Runs"): every streaming submit is a run whose events can be
+rejoined, on this replica from memory and on any replica from PostgreSQL.
+
+A run's pump reads its turn's events through the coalescing (stream.coalesce), gives each a
+`seq` and its `run_id`, and keeps it: in memory for the submit's own stream and joiners
+here, and for the writer, which stores every live run's new events in one statement per
+round trip (so a busy replica writes bigger batches, not more of them), heartbeats the live
+runs, and notifies joiners elsewhere. A dropped connection only ends its follower; the run
+goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentchat.agent.chat.events import coalesce, to_message
+from agentchat.agent.chat.turns import Turn
+from agentchat.agent.settings import AgentSettings
+from agentchat.agent.storage import runs as store
+from agentchat.agent.storage.db import Db
+from agentchat.errors import AgentChatError, ErrorCode
+
+log = logging.getLogger("agentchat.agent.chat.runs")
+# A run's last event: after it the run's stream ends.
+TERMINAL = frozenset({"final", "confirm_required", "error"})
+STATUS_AFTER = {"final": "completed", "confirm_required": "awaiting_confirmation",
+                "error": "failed"}
+LOST_DETAIL = "the agent replica running this answer stopped; retry to complete it"
+
+
+def lost_event_texts() -> tuple[str, str]:
+    """The RUN_LOST event's (content, detail), as stream.to_message words an error."""
+    return f"Ошибка: {LOST_DETAIL}", LOST_DETAIL
+
+
+def event_type(message: dict[str, Any]) -> str:
+    meta = message.get("metadata") or {}
+    return str(meta.get("type") or "final")
+
+
+@dataclass(eq=False)
+class Run:
+    """One run's events as sent (ChatMessage dicts with `seq` and `run_id`)."""
+
+    run_id: str
+    conversation_id: str
+    turn_id: str
+    tab_id: str
+    kind: str
+    max_events: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    first_seq: int = 1  # seq of events[0]; older ones were dropped (max_events)
+    written_seq: int = 0  # the writer stored every event up to this seq
+    recorded: bool = False  # its row exists
+    status: str = "running"
+    status_written: bool = False
+    text: str = ""  # the answer so far: a stream_token's content
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.events) - 1
+
+    @property
+    def done(self) -> bool:
+        return self.status != "running"
+
+    def append(self, message: dict[str, Any]) -> None:
+        self.events.append(message)
+        if len(self.events) > self.max_events:
+            drop = len(self.events) - self.max_events
+            del self.events[:drop]
+            self.first_seq += drop
+        self._wake()
+
+    def finish(self, status: str) -> None:
+        self.status = status
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def follow(self, after_seq: int) -> AsyncIterator[dict[str, Any]]:
+        """The events after `after_seq`, then live ones until the run's last."""
+        cursor = after_seq
+        while True:
+            changed = self._changed
+            if cursor < self.first_seq - 1:
+                raise AgentChatError(ErrorCode.JOIN_EXPIRED,
+                                     "those events are no longer kept; reload the history")
+            for message in self.events[cursor - self.first_seq + 1:]:
+                cursor = message["metadata"]["seq"]
+                yield message
+                if event_type(message) in TERMINAL:
+                    return
+            if self.done and cursor >= self.last_seq:
+                return
+            await changed.wait()
+
+
+class RunHub:
+    """This replica's live runs, their pumps, and the one writer that stores them."""
+
+    def __init__(self, *, settings: AgentSettings, pool: Db) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.replica = settings.replica or f"{socket.gethostname()}-{os.getpid()}"
+        self.live: dict[str, Run] = {}
+        self.draining = False
+        self._dirty = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+
+    # -- admission ------------------------------------------------------------------------------
+
+    def admit(self) -> None:
+        """Before anything of a submit is stored: a draining or full replica takes no run."""
+        if self.draining:
+            raise AgentChatError(ErrorCode.AGENT_SATURATED,
+                                 "this agent replica is shutting down; try again")
+        running = sum(1 for r in self.live.values() if not r.done)
+        if running >= self.settings.max_live_runs:
+            raise AgentChatError(ErrorCode.AGENT_SATURATED,
+                                 "this agent replica is at its limit of live runs; try again")
+
+    # -- a run ----------------------------------------------------------------------------------
+
+    def start(self, turn: Turn, kind: str, early: list[dict[str, Any]]) -> Run:
+        """The run of a started turn: `early` events first (a card's resolution), then the
+        turn's, coalesced."""
+        run = Run(run_id=str(uuid.uuid4()), conversation_id=turn.conversation_id,
+                  turn_id=turn.turn_id, tab_id=turn.session_id, kind=kind,
+                  max_events=self.settings.run_events_max)
+        self.live[run.run_id] = run
+
+        def add(event: dict[str, Any]) -> None:
+            if event["type"] == "stream_token":
+                run.text += event["token"]
+            run.append(to_message(event, run.last_seq + 1, run.conversation_id, run.text,
+                                  run.run_id))
+            self._dirty.set()
+
+        async def pump() -> None:
+            status = "cancelled"  # no last event: the turn was stopped
+            try:
+                for event in early:
+                    add(event)
+                async for event in coalesce(turn.queue, self.settings.flush_interval_s):
+                    add(event)
+                    if event["type"] in TERMINAL:
+                        status = STATUS_AFTER[event["type"]]
+                        break
+            finally:
+                run.finish(status)
+                self._dirty.set()
+
+        task = asyncio.create_task(pump(), name=f"run-{run.run_id}")
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+        if self.settings.run_events:
+            self._ensure_writer()
+        else:
+            task.add_done_callback(lambda _: self.live.pop(run.run_id, None))
+        return run
+
+    # -- the writer -----------------------------------------------------------------------------
+
+    def _ensure_writer(self) -> None:
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_loop(), name="run-writer")
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        beat_at = loop.time() + self.settings.run_heartbeat_s
+        while self.live:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(),
+                                       max(0.0, beat_at - loop.time()))
+            self._dirty.clear()
+            try:
+                await self.flush()
+                if loop.time() >= beat_at:
+                    beat_at = loop.time() + self.settings.run_heartbeat_s
+                    running = [r.run_id for r in self.live.values() if not r.done]
+                    if running:
+                        await store.heartbeat(self.pool, running)
+            except AgentChatError:  # the database is down: keep the events, try again
+                log.warning("storing run events failed; retrying")
+                await asyncio.sleep(0.5)
+                self._dirty.set()
+
+    async def flush(self) -> None:
+        """Store what the writer has not yet stored, in one transaction."""
+        runs = list(self.live.values())
+        new = [store.RunRecord(r.run_id, r.conversation_id, r.turn_id, r.kind, r.tab_id,
+                               self.replica) for r in runs if not r.recorded]
+        progress, marks = [], []
+        for r in runs:
+            last, done = r.last_seq, r.done
+            if last <= r.written_seq and (not done or r.status_written):
+                continue
+            start = max(r.written_seq + 1, r.first_seq)
+            events = [(m["metadata"]["seq"], m) for m in r.events[start - r.first_seq:]]
+            progress.append(store.Progress(r.run_id, events, last, r.first_seq,
+                                           r.status if done else None))
+            marks.append((r, last, done))
+        if not new and not progress:
+            return
+        await store.write(self.pool, new, progress)
+        for r in runs:
+            r.recorded = True
+        for r, last, done in marks:
+            r.written_seq = last
+            if done:
+                r.status_written = True
+        for r in runs:
+            if r.status_written and r.written_seq >= r.last_seq:
+                self.live.pop(r.run_id, None)
+
+    # -- the end --------------------------------------------------------------------------------
+
+    async def mark_lost(self, run_ids: list[str] | None = None) -> list[str]:
+        """Runs without a heartbeat (or exactly `run_ids`) become lost; their ids."""
+        content, detail = lost_event_texts()
+        rows = await store.mark_lost(self.pool, lost_s=self.settings.run_lost_s,
+                                     content=content, detail=detail, run_ids=run_ids)
+        if rows:
+            log.warning("marked %s runs lost", len(rows))
+        return [str(r["id"]) for r in rows]
+
+    async def abandon(self) -> list[str]:
+        """At shutdown, after the drain: store what is left, then mark the live runs lost so
+        their joiners learn it now rather than after `run_lost_s`."""
+        if not self.settings.run_events:
+            return []
+        with contextlib.suppress(AgentChatError):
+            await self.flush()
+        running = [r.run_id for r in self.live.values() if not r.done]
+        lost: list[str] = []
+        if running:
+            with contextlib.suppress(AgentChatError):
+                lost = await self.mark_lost(running)
+        return lost
+
+    async def aclose(self) -> None:
+        for task in [*self._pumps, *([self._writer] if self._writer else [])]:
+            task.cancel()
+        for task in [*self._pumps, *([self._writer] if self._writer else [])]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,208 @@
+"""Runs and their events (docs/protocol.md §4, "Runs"): what a join replays, on any replica.
+
+A replica writes its live runs' events in batches (agent/chat/runs.py, one statement for all
+of them) and heartbeats them; any replica marks a run without a heartbeat `lost`, appending
+its `RUN_LOST` event and failing its turn in the same statement, so every joiner sees the
+same last event. Every read a client asks for checks the conversation's owner in the SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from agentchat.agent.storage.conversations import storable_id
+from agentchat.agent.storage.db import Db, Row, connection, fetch_all, fetch_one
+
+CHANNEL = "agentchat_runs"  # NOTIFY payload: the run id whose events or status changed
+
+INSERT_RUNS = """
+INSERT INTO runs (id, conversation_id, turn_id, kind, tab_id, replica)
+SELECT * FROM unnest(%(ids)s::text[], %(conversations)s::text[], %(turns)s::text[],
+                     %(kinds)s::text[], %(tabs)s::text[], %(replicas)s::text[])
+ON CONFLICT (id) DO NOTHING
+"""
+# Events, the runs' progress (last seq, the oldest kept, a final status) and a notification
+# per run, in one statement. A run another replica marked lost keeps `lost`; its RUN_LOST
+# event holds its seq, so a late write of the same seq is dropped.
+WRITE_EVENTS = """
+WITH ev AS (
+    INSERT INTO run_events (run_id, seq, event)
+    SELECT * FROM unnest(%(ev_runs)s::text[], %(ev_seqs)s::int[], %(ev_events)s::jsonb[])
+    ON CONFLICT (run_id, seq) DO NOTHING
+    RETURNING run_id),
+upd AS (
+    UPDATE runs r
+       SET last_seq = GREATEST(r.last_seq, v.last_seq),
+           first_kept_seq = GREATEST(r.first_kept_seq, v.first_kept),
+           heartbeat_at = now(),
+           status = CASE WHEN r.status = 'running' AND v.status IS NOT NULL
+                         THEN v.status ELSE r.status END,
+           finished_at = CASE WHEN r.status = 'running' AND v.status IS NOT NULL
+                              THEN now() ELSE r.finished_at END
+      FROM unnest(%(ids)s::text[], %(lasts)s::int[], %(firsts)s::int[], %(statuses)s::text[])
+           AS v(id, last_seq, first_kept, status)
+     WHERE r.id = v.id
+    RETURNING r.id),
+trimmed AS (
+    DELETE FROM run_events e
+     USING unnest(%(ids)s::text[], %(firsts)s::int[]) AS v(id, first_kept)
+     WHERE v.first_kept > 1 AND e.run_id = v.id AND e.seq < v.first_kept
+    RETURNING 1)
+SELECT pg_notify(%(channel)s, upd.id), (SELECT count(*) FROM ev) AS written,
+       (SELECT count(*) FROM trimmed) AS trimmed
+  FROM upd
+"""
+HEARTBEAT = """
+UPDATE runs SET heartbeat_at = now() WHERE id = ANY(%(ids)s) AND status = 'running'
+"""
+# Runs without a heartbeat for `lost_s` (or the ids given, at a replica's shutdown) become
+# lost: their RUN_LOST event at the next seq, their turn failed so `retry` completes it, the
+# turn's unfinished calls errors (as the orphan sweep does), and a notification each.
+MARK_LOST = """
+WITH lost AS (
+    UPDATE runs
+       SET status = 'lost', finished_at = now(), last_seq = last_seq + 1
+     WHERE status = 'running'
+       AND (CASE WHEN %(ids)s::text[] IS NULL
+                 THEN heartbeat_at < now() - make_interval(secs => %(lost_s)s)
+                 ELSE id = ANY(%(ids)s::text[]) END)
+    RETURNING id, conversation_id, turn_id, last_seq),
+ev AS (
+    INSERT INTO run_events (run_id, seq, event)
+    SELECT id, last_seq, jsonb_build_object(
+               'role', 'assistant', 'content', %(content)s::text,
+               'metadata', jsonb_build_object(
+                   'type', 'error', 'code', 'RUN_LOST', 'detail', %(detail)s::text,
+                   'retryable', true, 'seq', last_seq, 'run_id', id,
+                   'conversation_id', conversation_id))
+      FROM lost
+    ON CONFLICT (run_id, seq) DO NOTHING
+    RETURNING run_id),
+turn AS (
+    UPDATE turns t SET status = 'failed', error_code = 'RUN_LOST', finished_at = now()
+      FROM lost WHERE t.id = lost.turn_id AND t.status = 'running'
+    RETURNING t.id),
+calls AS (
+    UPDATE tool_calls c SET outcome = 'error', finished_at = now(),
+           error = 'interrupted: the agent stopped before the call finished'
+      FROM lost WHERE c.turn_id = lost.turn_id AND c.outcome = 'running'
+    RETURNING c.call_id)
+SELECT lost.id, lost.conversation_id, pg_notify(%(channel)s, lost.id),
+       (SELECT count(*) FROM ev) AS events, (SELECT count(*) FROM turn) AS turns,
+       (SELECT count(*) FROM calls) AS calls
+  FROM lost
+"""
+# The owner's run: the one named, else the conversation's newest. `stale`: running, but its
+# replica has not heartbeat it for `lost_s`.
+FIND_RUN = """
+SELECT r.id, r.conversation_id, r.turn_id, r.kind, r.tab_id, r.replica, r.status, r.last_seq,
+       r.first_kept_seq,
+       (r.status = 'running'
+        AND r.heartbeat_at < now() - make_interval(secs => %(lost_s)s)) AS stale
+  FROM runs r JOIN conversations c ON c.id = r.conversation_id AND c.owner = %(owner)s
+ WHERE r.conversation_id = %(conversation_id)s
+   AND (%(run_id)s::text IS NULL OR r.id = %(run_id)s)
+ ORDER BY r.started_at DESC
+ LIMIT 1
+"""
+RUN_STATE = """
+SELECT status, last_seq, first_kept_seq,
+       (status = 'running'
+        AND heartbeat_at < now() - make_interval(secs => %(lost_s)s)) AS stale
+  FROM runs WHERE id = %(id)s
+"""
+EVENTS_AFTER = """
+SELECT seq, event FROM run_events
+ WHERE run_id = %(id)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s
+"""
+# Runs of the conversation live on other replicas (a same-tab submit waits for them).
+LIVE_ELSEWHERE = """
+SELECT id, tab_id,
+       heartbeat_at < now() - make_interval(secs => %(lost_s)s) AS stale
+  FROM runs
+ WHERE conversation_id = %(conversation_id)s AND status = 'running'
+   AND replica <> %(replica)s
+"""
+
+
+@dataclass
+class RunRecord:
+    """A new run, as the writer inserts it."""
+
+    run_id: str
+    conversation_id: str
+    turn_id: str
+    kind: str
+    tab_id: str
+    replica: str
+
+
+@dataclass
+class Progress:
+    """What the writer records for one run in a batch."""
+
+    run_id: str
+    events: list[tuple[int, dict[str, Any]]]  # (seq, ChatMessage dict)
+    last_seq: int
+    first_kept: int
+    status: str | None  # set once the run has ended
+
+
+async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progress]) -> None:
+    """One transaction: the new runs, then every run's events and progress (notified)."""
+    async with connection(db) as conn, conn.transaction():
+        if new_runs:
+            await conn.execute(INSERT_RUNS, {
+                "ids": [r.run_id for r in new_runs],
+                "conversations": [r.conversation_id for r in new_runs],
+                "turns": [r.turn_id for r in new_runs], "kinds": [r.kind for r in new_runs],
+                "tabs": [r.tab_id for r in new_runs],
+                "replicas": [r.replica for r in new_runs]})
+        if progress:
+            events = [(p.run_id, seq, ev) for p in progress for seq, ev in p.events]
+            await conn.execute(WRITE_EVENTS, {
+                "ev_runs": [e[0] for e in events], "ev_seqs": [e[1] for e in events],
+                "ev_events": [json.dumps(e[2], ensure_ascii=False) for e in events],
+                "ids": [p.run_id for p in progress], "lasts": [p.last_seq for p in progress],
+                "firsts": [p.first_kept for p in progress],
+                "statuses": [p.status for p in progress], "channel": CHANNEL})
+
+
+async def heartbeat(db: Db, run_ids: list[str]) -> None:
+    async with connection(db) as conn:
+        await conn.execute(HEARTBEAT, {"ids": run_ids})
+
+
+async def mark_lost(db: Db, *, lost_s: float, content: str, detail: str,
+                    run_ids: list[str] | None = None) -> list[Row]:
+    """Mark stale runs (or exactly `run_ids`) lost; the rows of those it marked."""
+    return await fetch_all(db, MARK_LOST, {"ids": run_ids, "lost_s": lost_s,
+                                           "content": content, "detail": detail,
+                                           "channel": CHANNEL})
+
+
+async def find_run(db: Db, *, owner: str, conversation_id: str, run_id: str | None,
+                   lost_s: float) -> Row | None:
+    if run_id is not None and not storable_id(run_id):
+        return None
+    return await fetch_one(db, FIND_RUN, {"owner": owner, "conversation_id": conversation_id,
+                                          "run_id": run_id, "lost_s": lost_s})
+
+
+async def run_state(db: Db, run_id: str, lost_s: float) -> Row | None:
+    return await fetch_one(db, RUN_STATE, {"id": run_id, "lost_s": lost_s})
+
+
+async def events_after(db: Db, run_id: str, after: int, limit: int = 500) -> list[Row]:
+    return await fetch_all(db, EVENTS_AFTER, {"id": run_id, "after": after, "limit": limit})
+
+
+async def live_elsewhere(conn: psycopg.AsyncConnection[Any], conversation_id: str,
+                         replica: str, lost_s: float) -> list[Row]:
+    return await fetch_all(conn, LIVE_ELSEWHERE, {"conversation_id": conversation_id,
+                                                  "replica": replica, "lost_s": lost_s})
