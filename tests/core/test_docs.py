@@ -144,12 +144,12 @@ def events_in_code() -> dict[str, set[str]]:
                              and isinstance(v, ast.Constant)), None)
                 if isinstance(kind, str) and kind not in NOT_EVENTS:
                     found.setdefault(kind, set()).update(keys - {"type", "content"})
-            # stream.to_message: meta.update(seq=..., conversation_id=...)
-            if (path.name == "stream.py" and isinstance(node, ast.Call)
+            # events.to_message: meta.update(seq=..., conversation_id=..., run_id=...)
+            if (path.name == "events.py" and isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "meta"):
                 common |= {k.arg for k in node.keywords if k.arg}
-    assert common == {"seq", "conversation_id"}, common
+    assert common == {"seq", "conversation_id", "run_id"}, common
     return found
 
 
@@ -164,7 +164,7 @@ def events_in_docs() -> dict[str, set[str]]:
 
 def test_the_common_event_fields_are_documented() -> None:
     intro = section(PROTOCOL, "## 2. Events").split("|", 1)[0]
-    assert "`seq`" in intro and "`conversation_id`" in intro
+    assert "`seq`" in intro and "`conversation_id`" in intro and "`run_id`" in intro
 
 
 def test_every_event_type_and_field_is_documented_and_nothing_else() -> None:
@@ -194,10 +194,10 @@ def test_every_error_code_is_documented_with_its_status_and_retryability() -> No
             assert row[2] == ("yes" if retryable else "no"), (code, row[2])
 
 
-def test_not_implemented_codes_are_not_in_the_table() -> None:
-    not_yet = section(PROTOCOL, "## 10. Amendments after the first release")
+def test_the_run_codes_are_explained_where_runs_are() -> None:
+    runs = section(PROTOCOL, "### Runs")
     for code in ("NO_RUN", "JOIN_EXPIRED", "RUN_LOST", "AGENT_SATURATED"):
-        assert code in not_yet and code not in {str(c) for c in ErrorCode}
+        assert f"`{code}`" in runs and code in {str(c) for c in ErrorCode}
 
 
 # -- protocol: REST ------------------------------------------------------------------------
