@@ -64,11 +64,13 @@ def test_chat_contract(js_stack: Stack) -> None:
     run_node(js_stack, "chat.test.mjs")
 
 
-
-
 def test_human_in_the_loop(js_stack: Stack) -> None:
     run_node(js_stack, "hitl.test.mjs")
 
 
 def test_uploads(js_stack: Stack) -> None:
     run_node(js_stack, "upload.test.mjs")
+
+
+def test_rejoin_after_the_tab_is_killed(js_stack: Stack) -> None:
+    run_node(js_stack, "rejoin.test.mjs")
