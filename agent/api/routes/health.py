@@ -44,6 +44,8 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         return None if resp.status_code == 200 else f"policy sidecar: {resp.status_code}"
 
     problems = [p for p in await asyncio.gather(database(), sidecar()) if p]
+    if services.draining:  # SIGTERM: out of the Service while live runs finish
+        problems.append("draining: this replica takes no new runs")
     body: dict[str, Any] = {"status": "ok" if not problems else "unavailable",
                             "problems": problems}
     return JSONResponse(body, status_code=200 if not problems else 503)
