@@ -100,3 +100,41 @@ class ReferenceEnforcer:
         held = [role for role, env in roles
                 if env is None or env == domain or domain == ANY_DOMAIN]
         return self._enforce(self.enforcer, held, self._context, SUBJECT, domain, obj, context)
+
+
+def least_roles(reference: ReferenceEnforcer, source: PolicySource) -> list[str]:
+    """The policy's roles, least first (docs: the fewest inherited roles, then the one the
+    policy file names first), with the inheritance read from pycasbin's role manager."""
+    enforcer = reference.enforcer
+    first = {r: i for i, r in enumerate(source.role_order)}
+    inherited = {r: len(set(enforcer.get_implicit_roles_for_user(r)) - {r}) for r in first}
+    return sorted(first, key=lambda r: (inherited[r], first[r], r))
+
+
+def reference_decision(reference: ReferenceEnforcer, ranked: list[str], catalog: Catalog,
+                       roles: Roles, tool_name: str, env: str | None, source_env: str | None,
+                       untrusted: bool, memo: dict[tuple[str, str, str | None], str | None]
+                       | None = None) -> tuple[str, str | None, str | None]:
+    """(decision, allow reason or None, required role) of one call by the documented rules
+    (policy/README.md "How a call is checked", steps 5-6), with every policy question asked
+    of pycasbin's enforce(). Only for calls whose tool and environments the catalog knows."""
+    tool = next(t for t in catalog.tools if t.name == tool_name)
+    domain = env or ANY_DOMAIN
+
+    def permitted(held: Roles) -> bool:
+        ok = reference.allowed(held, domain, tool_name)
+        return ok and (source_env is None or reference.allowed(held, source_env, "read"))
+
+    if not permitted(roles):
+        # The least role depends on the call only, so a caller may keep it across principals.
+        key = (tool_name, domain, source_env)
+        memo = memo if memo is not None else {}
+        if key not in memo:
+            memo[key] = next((r for r in ranked if permitted(((r, None),))), None)
+        return "deny", None, memo[key]
+    risk = tool.risk or "destructive"
+    if risk == "destructive" or (risk == "write" and env in tool.confirm_in):
+        return "allow_with_confirmation", "confirmation_required", None
+    if reference.context_rule(roles, domain, tool_name, "untrusted" if untrusted else "trusted"):
+        return "allow_with_confirmation", "confirmation_required_untrusted", None
+    return "allow", "allowed", None
