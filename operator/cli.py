@@ -16,8 +16,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", help="liveness host (default AGENTCHAT_OPERATOR_LIVENESS_HOST)")
     p.add_argument("--port", "--liveness-port", dest="port", type=int,
                    help="liveness port (default AGENTCHAT_OPERATOR_LIVENESS_PORT, 8080)")
+    p.add_argument("--peering", help="the KopfPeering to share (AGENTCHAT_OPERATOR_PEERING)")
     p.add_argument("--verbose", action="store_true")
     p.set_defaults(func=_cmd_operator)
+    sub = p.add_subparsers(dest="operator_command")
+    f = sub.add_parser("finalize", help="delete an AgentChat and wait until it is gone, "
+                       "releasing its finalizers if no operator does (Helm's pre-delete hook)")
+    f.add_argument("--name", required=True)
+    f.add_argument("--namespace", dest="target_namespace", required=True)
+    f.add_argument("--wait", type=float, default=60.0,
+                   help="seconds to let a running operator finish before the finalizers "
+                        "are released (0: at once, for operator.enabled=false)")
+    f.set_defaults(func=_cmd_finalize)
+
+
+def _cmd_finalize(args: argparse.Namespace) -> int:
+    from agentchat.operator.uninstall import finalize
+
+    return finalize(args.name, args.target_namespace, wait_s=args.wait)
 
 
 def _cmd_operator(args: argparse.Namespace) -> int:
@@ -40,6 +56,8 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         update["operator_namespaces"] = args.namespace
     if args.standalone:
         update["operator_standalone"] = True
+    if args.peering:
+        update["operator_peering"] = args.peering
     settings = settings.model_copy(update=update)
     namespaces = settings.operator_namespaces
 
@@ -50,6 +68,7 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         namespaces=namespaces,
         liveness_endpoint=(f"http://{settings.operator_liveness_host}:"
                            f"{settings.operator_liveness_port}/healthz"),
+        peering_name=settings.operator_peering or None,
         memo=kopf.Memo(settings=settings),
     )
     return 0

@@ -16,6 +16,8 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "agentchat-operator"
 LABEL_INSTANCE = f"{GROUP}/instance"
 LABEL_PART = f"{GROUP}/part"
+# The chart's release label on the AgentChat: an operator serves its own release's only.
+LABEL_RELEASE = "app.kubernetes.io/instance"
 
 # Data keys inside the Secrets and ConfigMap (the runtime contract; mounted as folders).
 RING_KEY = "signing-keys.json"

@@ -17,6 +17,8 @@ from agentchat.operator.handlers.handle_startup_operator import handle_startup_o
 from agentchat.operator.settings import OperatorSettings
 
 SETTINGS = OperatorSettings()
+# Read once at import, as kopf registers handlers then (AGENTCHAT_OPERATOR_INSTANCE).
+LABELS = {c.LABEL_RELEASE: SETTINGS.operator_instance} if SETTINGS.operator_instance else None
 
 
 @kopf.on.startup(id="configure")
@@ -25,7 +27,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
                                   settings=memo.get("settings") or SETTINGS)
 
 
-@kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.operator_tick_s)
+@kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.operator_tick_s,
+            labels=LABELS)
 async def rotate_keys(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int = 0,
                       **_: Any) -> None:
     await handle_rotate_agentchat(body=body, patch=patch, retry=retry,
@@ -33,7 +36,7 @@ async def rotate_keys(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry
 
 
 @kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="prune-checkpoints",
-            interval=SETTINGS.operator_tick_s)
+            interval=SETTINGS.operator_tick_s, labels=LABELS)
 async def prune_checkpoints(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int = 0,
                             **_: Any) -> None:
     await handle_prune_agentchat(body=body, patch=patch, retry=retry, memo=memo,

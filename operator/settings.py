@@ -17,6 +17,14 @@ class OperatorSettings(SharedSettings):
     # Empty: cluster-wide (-A). Otherwise the namespaces to serve.
     operator_namespaces: list[str] = Field(default_factory=list)
     operator_standalone: bool = False
+    # kopf peering (not standalone): the KopfPeering object the replicas share, so one acts
+    # and the others take over within the peering's lifetime when it dies. Empty: kopf's
+    # "default". Each replica picks a random priority: equal priorities freeze kopf.
+    operator_peering: str = ""
+    # One AgentChat per operator: only resources labelled app.kubernetes.io/instance=<this>
+    # (the chart's release), so two releases in one namespace never reconcile each other's.
+    # Empty: every AgentChat in the namespaces served.
+    operator_instance: str = ""
     # Retries after a failure: base * 2**retry, capped.
     operator_backoff_base_s: float = Field(default=2.0, gt=0)
     operator_backoff_max_s: float = Field(default=300.0, gt=0)

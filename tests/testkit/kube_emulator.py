@@ -9,8 +9,11 @@ and delete from memory. What it leaves out and this module adds:
   every seeded object), `creationTimestamp`;
 - a kubeconfig file pointing at it, for both kopf and the `kubernetes` client.
 
-Limits (kmock 0.8): run kopf cluster-wide (`-A`: its namespaced-mode parser crashes), and set
-the consistency timeout to 0 (resourceVersions never change on patch).
+- `GET /api/v1/namespaces` (list and watch), which kopf's namespaced mode (`--namespace`, as
+  the chart runs it) asks for and kmock 0.8's path parser crashes on: answered here with
+  NAMESPACES.
+
+Limits (kmock 0.8): set the consistency timeout to 0 (resourceVersions never change on patch).
 """
 
 from __future__ import annotations
@@ -38,7 +41,30 @@ RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
     "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False,
                                                           set()),
     f"{c.GROUP}/{c.VERSION}/{c.PLURAL}": (c.KIND, True, {"status"}),
+    # kopf's peering (namespaced mode), as the chart ships its CRD.
+    "kopf.dev/v1/kopfpeerings": ("KopfPeering", True, set()),
 }
+
+
+# The namespaces the emulator lists (kmock keeps no Namespace objects of its own).
+NAMESPACES = ("default", "team-a", "team-b")
+
+
+async def _namespaces(raw_request: Any) -> Any:
+    from aiohttp import web
+
+    if raw_request.query.get("watch") in ("true", "1"):
+        # Nothing ever changes: a watch that stays open until the client gives up.
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(raw_request)
+        await asyncio.sleep(float(raw_request.query.get("timeoutSeconds") or 600))
+        return resp
+    return web.json_response({
+        "apiVersion": "v1", "kind": "NamespaceList", "metadata": {"resourceVersion": "1"},
+        "items": [{"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": ns, "uid": ns, "resourceVersion": "1",
+                                "labels": {"kubernetes.io/metadata.name": ns}}}
+                  for ns in NAMESPACES]})
 
 
 def _emulator_class() -> type:
@@ -48,6 +74,11 @@ def _emulator_class() -> type:
     counter = itertools.count(1)
 
     class Emulator(KubernetesEmulator):  # type: ignore[misc]
+        async def __call__(self, raw_request: Any) -> Any:
+            if raw_request.path.rstrip("/") == "/api/v1/namespaces":
+                return await _namespaces(raw_request)
+            return await super().__call__(raw_request)
+
         async def _handle(self, request: Any) -> Any:
             if request.action == kmock.action.CREATE and isinstance(request.data, dict):
                 meta = request.data.setdefault("metadata", {})

@@ -1,0 +1,132 @@
+"""The operator as the chart runs it (issue 23, items 1, 3 and 8): namespaced mode
+(`--namespace`), two replicas sharing a KopfPeering, one release's AgentChat only (label
+selector), and the uninstall hook's `agentchat operator finalize`, all against the API
+emulator."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_operator_kopf import NS, cluster, conditions, wait_for
+
+from agentchat.operator import constants as c
+from testkit.kube_emulator import KubeEmulator
+from testkit.support import AGENTCHAT, ROOT, Service, free_port
+
+__all__ = ["cluster"]
+
+PEERING = "rel-a-operator"
+PATH = f"/apis/{c.GROUP}/{c.VERSION}/namespaces/{NS}/{c.PLURAL}"
+
+
+def _env(cluster: KubeEmulator, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TICK_S": "0.3",
+            "AGENTCHAT_OPERATOR_CONSISTENCY_TIMEOUT_S": "0", "AGENTCHAT_MODE": "dev",
+            "AGENTCHAT_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": "", **extra}
+
+
+@pytest.fixture
+def chart_operator(cluster: KubeEmulator, tmp_path: Path) -> Iterator[Callable[[], Service]]:
+    """`agentchat operator` with the chart's arguments: this namespace, the release's
+    peering object and its instance label."""
+    cluster.create(f"/apis/kopf.dev/v1/namespaces/{NS}/kopfpeerings", {
+        "apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+        "metadata": {"name": PEERING, "namespace": NS}})
+    started: list[Service] = []
+
+    def start() -> Service:
+        port = free_port()
+        svc = Service(["operator", "--namespace", NS, "--peering", PEERING,
+                       "--host", "127.0.0.1", "--port", str(port)],
+                      env=_env(cluster, tmp_path, AGENTCHAT_OPERATOR_INSTANCE="rel-a"),
+                      port=port, ready_path="/healthz",
+                      log=tmp_path / f"operator-{len(started)}.log").start()
+        started.append(svc)
+        return svc
+
+    yield start
+    for svc in started:
+        svc.stop()
+
+
+def _create(cluster: KubeEmulator, name: str, release: str, spec: dict[str, Any]) -> None:
+    cluster.create(PATH, {"apiVersion": c.API_VERSION, "kind": c.KIND,
+                          "metadata": {"name": name, "namespace": NS,
+                                       "labels": {c.LABEL_RELEASE: release}},
+                          "spec": spec})
+
+
+SPEC = {"signingKeys": {"prePublicationSeconds": 2}}
+
+
+def _ready(cluster: KubeEmulator, name: str = "chat") -> bool:
+    return conditions(cluster, name).get("Ready", {}).get("status") == "True"
+
+
+def test_namespaced_mode_serves_only_its_release(cluster: KubeEmulator,
+                                                  chart_operator: Any) -> None:
+    _create(cluster, "chat", "rel-a", SPEC)
+    _create(cluster, "other", "rel-b", SPEC)
+    chart_operator()
+    wait_for("Ready", lambda: _ready(cluster))
+    assert cluster.secret(NS, "chat-service-token")
+    time.sleep(2.0)  # several ticks: the other release's resource stays untouched
+    assert cluster.secret(NS, "other-service-token") is None
+    assert not (cluster.agentchat(NS, "other") or {}).get("status")
+    peering = cluster.get(f"/apis/kopf.dev/v1/namespaces/{NS}/kopfpeerings/{PEERING}") or {}
+    assert len(peering.get("status") or {}) == 1  # this replica announced itself
+
+
+def test_a_second_replica_takes_over_when_the_first_stops(cluster: KubeEmulator,
+                                                          chart_operator: Any) -> None:
+    _create(cluster, "chat", "rel-a", SPEC)
+    first = chart_operator()
+    wait_for("Ready", lambda: _ready(cluster))
+    chart_operator()
+    peering = f"/apis/kopf.dev/v1/namespaces/{NS}/kopfpeerings/{PEERING}"
+    wait_for("two peers", lambda: len((cluster.get(peering) or {}).get("status") or {}) == 2)
+    first.stop()
+    # The remaining replica acts: a lost token Secret is written again.
+    cluster.delete(f"/api/v1/namespaces/{NS}/secrets/chat-service-token")
+    wait_for("the token re-written by the second replica",
+             lambda: cluster.secret(NS, "chat-service-token"), timeout=60)
+
+
+def _finalize(cluster: KubeEmulator, wait: float) -> subprocess.CompletedProcess[str]:
+    """The hook Job's command."""
+    return subprocess.run([AGENTCHAT, "operator", "finalize", "--name", "chat",
+                           "--namespace", NS, "--wait", str(wait)],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+                          env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)})
+
+
+def test_the_uninstall_hook_deletes_the_resource_with_or_without_the_operator(
+        cluster: KubeEmulator, chart_operator: Any, tmp_path: Path) -> None:
+    # With the operator running: it releases its own finalizer.
+    _create(cluster, "chat", "rel-a", SPEC)
+    op = chart_operator()
+    wait_for("the finalizer", lambda: (cluster.agentchat(NS, "chat") or {}).get(
+        "metadata", {}).get("finalizers"))
+    done = _finalize(cluster, wait=60)
+    assert done.returncode == 0, done.stderr
+    assert cluster.agentchat(NS, "chat") is None
+    assert "released" not in done.stdout
+
+    # Operator gone (crashed, or operator.enabled=false after it ran): the hook releases it.
+    _create(cluster, "chat", "rel-a", SPEC)
+    wait_for("the finalizer again", lambda: (cluster.agentchat(NS, "chat") or {}).get(
+        "metadata", {}).get("finalizers"))
+    op.stop()
+    started = time.monotonic()
+    done = _finalize(cluster, wait=1)
+    assert done.returncode == 0, done.stderr
+    assert cluster.agentchat(NS, "chat") is None
+    assert "finalizers released" in done.stdout and time.monotonic() - started < 30
+    # Nothing is left to block a reinstall: creating it again works.
+    _create(cluster, "chat", "rel-a", SPEC)
