@@ -14,7 +14,7 @@ import kopf
 import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from agentchat.db import create_pool, migrate
+from agentchat.db import create_pool
 from agentchat.errors import ErrorCode, LocalError
 from agentchat.operator import constants as c
 from agentchat.operator.kube import Kube, KubeError, as_body
@@ -26,6 +26,15 @@ from agentchat.operator.status import condition, iso, merge_conditions, parse_is
 
 class NoDatabase(LocalError):
     """Neither the spec nor the operator names a database to prune."""
+
+
+class SchemaNotReady(LocalError):
+    """The database is not migrated as far as the pruner needs (the agent migrates it)."""
+
+
+# The pruner reads migration 8's column and indexes. The operator never migrates: the agent
+# does at start (one place with DDL rights), so the operator's database role needs none.
+SCHEMA_VERSION = 8
 
 
 async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: int,
@@ -63,14 +72,15 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
         patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
         _conditions(patch, status, True, "PrunerBusy", str(e), now)
         return
-    except NoDatabase as e:
+    except (NoDatabase, SchemaNotReady) as e:
         # A configuration gap, not an outage: report it once and look again next interval.
         memo["prune_next_at"] = now + ck.interval_seconds
         patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
         prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.PRUNED) or {}
-        if prev.get("reason") != "NoDatabase" or prev.get("message") != str(e):
+        reason = type(e).__name__
+        if prev.get("reason") != reason or prev.get("message") != str(e):
             kopf.warn(as_body(body), reason="PruneFailed", message=str(e))
-        _conditions(patch, status, False, "NoDatabase", str(e), now)
+        _conditions(patch, status, False, reason, str(e), now)
         return
     except (KubeError, psycopg.Error, OSError) as e:
         await _drop_pool(memo)
@@ -129,14 +139,26 @@ async def _connect(memo: kopf.Memo, url: str,
     try:
         await pool.open(wait=True, timeout=timeout)
         async with pool.connection() as conn:
-            await migrate(conn)
+            await _check_schema(conn)
+        # The agent ran the saver's setup(); the pruner only deletes.
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-        await saver.setup()
     except BaseException:
         await pool.close()
         raise
     memo.update(pool=pool, pool_url=url, saver=saver)
     return pool, saver
+
+
+async def _check_schema(conn: Any) -> None:
+    try:
+        row = await (await conn.execute(
+            "SELECT coalesce(max(v), -1) AS v FROM agentchat_migrations")).fetchone()
+        version = int(row["v"])
+    except psycopg.errors.UndefinedTable:
+        version = -1
+    if version < SCHEMA_VERSION:
+        raise SchemaNotReady(f"the database is at migration {version}, the pruner needs "
+                             f"{SCHEMA_VERSION}: start (or upgrade) the agent, which migrates")
 
 
 async def _drop_pool(memo: kopf.Memo) -> None:

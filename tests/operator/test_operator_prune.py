@@ -392,3 +392,26 @@ async def _deleting(pool: Any) -> set[str]:
         every = {r["id"] for r in await (await conn.execute(
             "SELECT id FROM conversations")).fetchall()}
     return every - free
+
+
+def test_the_operator_never_migrates(cluster: KubeEmulator, operator_factory: Any,
+                                     empty_database_url: str) -> None:
+    """Migrations are the agent's (one place with DDL rights): on a database it has not
+    migrated yet, the pruner reports SchemaNotReady and creates nothing."""
+    cluster.create_secret(NS, "chat-db", {"url": empty_database_url})
+    cluster.create_agentchat(NS, "chat", {"database": {"secretRef": {"name": "chat-db"}}})
+    operator_factory()
+    cond = wait_for("Pruned", lambda: conditions(cluster, "chat").get("Pruned"))
+    assert cond["status"] == "False" and cond["reason"] == "SchemaNotReady", cond
+    assert "migration -1" in cond["message"]
+
+    async def tables() -> list[str]:
+        async with await psycopg.AsyncConnection.connect(empty_database_url) as conn:
+            rows = await (await conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")).fetchall()
+            return [r[0] for r in rows]
+
+    assert asyncio.run(tables()) == []
+    # Keys and token are unaffected (the other timer may report after the pruner).
+    wait_for("Ready", lambda: conditions(cluster, "chat").get("Ready", {}).get(
+        "status") == "True")
