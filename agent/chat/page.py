@@ -1,8 +1,14 @@
 """The built-in page of the Gradio app (blocks.py), for people who open it in a browser.
 
 It has its own UI functions (ChatInterface's page would replace the bubble on every event):
-tool calls become Gradio's collapsible tool messages and a card shows Confirm and Deny (or
-Close) with a countdown. Its turns run through `run_chat`, as `/chat`'s do.
+tool calls become Gradio's collapsible tool messages titled with the tool's title, and a card
+shows the server's prompt with Confirm and Deny (or Close) and a countdown. Its turns run
+through `run_chat`, as `/chat`'s do.
+
+Words (issue 18): the page's own words (labels, buttons, banners, the card's frame) follow the
+browser's language: the static ones through Gradio's i18n (the browser's locale), the ones the
+page's functions write from the request's Accept-Language (`page_language`). Everything the
+server says (answers, titles, prompts, alternatives) follows the turn's language.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from agentchat.agent.chat.stream import run_chat
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.wiring import ServiceHolder
 from agentchat.identity import DEMO_USERS
+from agentchat.words import Lang
 
 EXAMPLES: list[ExampleMessage] = [
     {"text": "Что ты умеешь?"},
@@ -30,6 +37,71 @@ EXAMPLES: list[ExampleMessage] = [
     {"text": "Deploy dashboard 42 to ss-stage"},
 ]
 
+# The page's own words, per browser language: static labels through gr.I18n (the frontend
+# picks by the browser's locale), the rest through `words(lang)`.
+PAGE_WORDS: dict[Lang, dict[str, str]] = {
+    "ru": {
+        "heading": "## AgentChat — ассистент ss-tools", "demo_user": "Демо-пользователь",
+        "user_token": "Токен пользователя", "conversation": "Диалог", "chat": "Чат",
+        "confirm": "Подтвердить", "deny": "Отклонить", "close": "Закрыть",
+        "placeholder": "Сообщение…", "send": "Отправить", "stop": "Стоп",
+        "input": "Вход", "result": "Результат", "error": "Ошибка", "attempts": "попыт.",
+        "no_answer": "Нет ответа за {s} с", "retry": "Попытка {n} не удалась, повторяю…",
+        "log_done": "готово", "log_error": "ошибка", "log_timeout": "нет ответа",
+        "log_retry": "повтор {n}/{m}",
+        "confirmed": "✅ Подтверждено", "denied": "✖️ Отклонено",
+        "expired": "⌛ Карточка истекла: ничего не выполнено",
+        "time_up": "⌛ Время вышло: ответ уже не будет принят, отправьте запрос снова.",
+        "left": "⏱️ Осталось **{t}**", "dangerous": "⚠️ **опасно**",
+        "role": "Нужна роль **{role}**.", "instead": "Можно вместо этого:", "none": "нет",
+        "risk": "риск **{risk}** в **{env}**",
+        "risk_read": "чтение", "risk_write": "запись", "risk_destructive": "необратимо",
+    },
+    "en": {
+        "heading": "## AgentChat — the ss-tools assistant", "demo_user": "Demo user",
+        "user_token": "User token", "conversation": "Conversation", "chat": "Chat",
+        "confirm": "Confirm", "deny": "Deny", "close": "Close",
+        "placeholder": "Message…", "send": "Send", "stop": "Stop",
+        "input": "Input", "result": "Result", "error": "Error", "attempts": "attempts",
+        "no_answer": "No answer within {s} s", "retry": "Attempt {n} failed, retrying…",
+        "log_done": "done", "log_error": "error", "log_timeout": "timeout",
+        "log_retry": "retry {n}/{m}",
+        "confirmed": "✅ Confirmed", "denied": "✖️ Denied",
+        "expired": "⌛ The card expired: nothing ran",
+        "time_up": "⌛ Time is up: the answer will not be accepted, send the request again.",
+        "left": "⏱️ **{t}** left", "dangerous": "⚠️ **dangerous**",
+        "role": "Needs the **{role}** role.", "instead": "Instead I can:", "none": "none",
+        "risk": "risk **{risk}** in **{env}**",
+        "risk_read": "read", "risk_write": "write", "risk_destructive": "irreversible",
+    },
+}
+STATIC = ("heading", "demo_user", "user_token", "conversation", "chat", "confirm", "deny",
+          "placeholder", "send", "stop")
+I18N = gr.I18n(**{lang: {k: PAGE_WORDS[lang][k] for k in STATIC} for lang in PAGE_WORDS})
+
+
+def page_language(accept_language: str | None) -> Lang:
+    """The browser's language from Accept-Language: the most preferred of ru and en (other
+    languages are skipped; none of the two, English, as Gradio's own fallback)."""
+    tags = []
+    for n, part in enumerate((accept_language or "").split(",")):
+        tag, _, q = part.strip().partition(";q=")
+        try:
+            weight = float(q) if q else 1.0
+        except ValueError:
+            weight = 0.0
+        tags.append((-weight, n, tag.strip().lower()))
+    for _, _, tag in sorted(tags):
+        if tag.startswith("ru"):
+            return "ru"
+        if tag.startswith("en"):
+            return "en"
+    return "en"
+
+
+def _lang_of(request: gr.Request | None) -> Lang:
+    headers = getattr(request, "headers", None)
+    return page_language(headers.get("accept-language") if headers is not None else None)
 
 
 @dataclass
@@ -57,38 +129,41 @@ class _Page:
 
 def build_page(holder: ServiceHolder, settings: AgentSettings) -> None:
     """The built-in page, inside the Blocks that serve `/chat`; its events stay private."""
+    root = gr.context.Context.root_block
+    if root is not None:  # the static labels' translations, sent with the Gradio config
+        root.i18n_instance = I18N
     page = _layout(settings)
     _wire(page, _PageTurns(holder))
 
 
 def _layout(settings: AgentSettings) -> _Page:
-    gr.Markdown("## AgentChat — ss-tools assistant")
+    gr.Markdown(I18N("heading"))
     with gr.Row():
         user: gr.Dropdown | gr.Textbox
         if settings.is_dev:
-            user = gr.Dropdown(choices=list(DEMO_USERS), value="alice", label="Demo user",
-                               scale=1, elem_id="agentchat-user")
+            user = gr.Dropdown(choices=list(DEMO_USERS), value="alice",
+                               label=I18N("demo_user"), scale=1, elem_id="agentchat-user")
         else:
-            user = gr.Textbox(label="User token", type="password", scale=2,
+            user = gr.Textbox(label=I18N("user_token"), type="password", scale=2,
                               elem_id="agentchat-user")
-        conv = gr.Textbox(label="Conversation", interactive=False, scale=2,
+        conv = gr.Textbox(label=I18N("conversation"), interactive=False, scale=2,
                           elem_id="agentchat-conversation")
-    chatbot = gr.Chatbot(label="Chat", height=480, examples=EXAMPLES,
+    chatbot = gr.Chatbot(label=I18N("chat"), height=480, examples=EXAMPLES,
                          elem_id="agentchat-chatbot")
     # A Column, not a Group: Gradio's Group repeats its elem_id on a nested div.
     with gr.Column(visible=False, variant="panel", elem_id="agentchat-card") as card_box:
         card_md = gr.Markdown(elem_id="card-text")
         countdown = gr.Markdown(elem_id="card-countdown")
         with gr.Row():
-            confirm_btn = gr.Button("Confirm", variant="primary", elem_id="card-confirm")
-            deny_btn = gr.Button("Deny", variant="stop", elem_id="card-deny")
+            confirm_btn = gr.Button(I18N("confirm"), variant="primary", elem_id="card-confirm")
+            deny_btn = gr.Button(I18N("deny"), variant="stop", elem_id="card-deny")
     card_state = gr.State(None)
     timer = gr.Timer(1.0, active=False)
     with gr.Row():
-        box = gr.Textbox(placeholder="Сообщение…", show_label=False, scale=6,
+        box = gr.Textbox(placeholder=I18N("placeholder"), show_label=False, scale=6,
                          elem_id="agentchat-input")
-        send = gr.Button("Send", variant="primary", scale=1, elem_id="agentchat-send")
-        stop = gr.Button("Stop", scale=1, elem_id="agentchat-stop")
+        send = gr.Button(I18N("send"), variant="primary", scale=1, elem_id="agentchat-send")
+        stop = gr.Button(I18N("stop"), scale=1, elem_id="agentchat-stop")
     return _Page(user, conv, chatbot, card_box, card_md, countdown, confirm_btn, deny_btn,
                  card_state, timer, box, send, stop)
 
@@ -108,8 +183,7 @@ def _wire(page: _Page, turns: _PageTurns) -> None:
     # A trivial tick per open card: no queue slot, and no loading overlay flashing every second.
     page.timer.tick(_tick, page.card_state, [page.countdown, page.timer], **private,
                     show_progress="hidden")
-    page.user.change(lambda _: _frame(_Transcript([], ""), ""), page.user, outputs,
-                     api_visibility="private")
+    page.user.change(_cleared, page.user, outputs, api_visibility="private")
 
 
 class _PageTurns:
@@ -149,7 +223,7 @@ class _PageTurns:
     async def turn(self, text: str | None, action: str | None, card: dict[str, Any] | None,
                    history: list[dict[str, Any]], conversation: str, user_value: str,
                    request: gr.Request) -> AsyncIterator[tuple[Any, ...]]:
-        view = _Transcript(list(history or []), conversation)
+        view = _Transcript(list(history or []), conversation, _lang_of(request))
         if text:
             view.history.append({"role": "user", "content": text})
         yield _frame(view, "" if text else gr.update())
@@ -167,9 +241,8 @@ class _PageTurns:
 
 
 TOOL_KINDS = ("tool_start", "tool_retry", "tool_end", "tool_error", "tool_timeout")
-TOOL_LOG = {"tool_end": "done", "tool_error": "error", "tool_timeout": "timeout"}
-RESOLVED = {"confirmed": "✅ Подтверждено", "denied": "✖️ Отклонено",
-            "expired": "⌛ Карточка истекла: ничего не выполнено"}
+TOOL_LOG = {"tool_end": "log_done", "tool_error": "log_error", "tool_timeout": "log_timeout"}
+RESOLVED = ("confirmed", "denied", "expired")
 
 
 @dataclass
@@ -189,6 +262,7 @@ class _Transcript:
 
     history: list[dict[str, Any]]
     conversation: str
+    lang: Lang = "ru"  # the page's (browser's) language, for the page's own words
     card: dict[str, Any] | None = None
     text_at: int | None = None
     text_from: int = 0
@@ -203,9 +277,11 @@ class _Transcript:
         elif kind == "confirm_required":
             self.card = meta
         elif kind == "confirm_resolved":
-            self._say(RESOLVED.get(meta["result"], str(meta["result"])))
+            result = str(meta["result"])
+            self._say(PAGE_WORDS[self.lang][result] if result in RESOLVED else result)
         elif kind == "error":
-            self._say(f"⚠️ {meta['code']}: {meta['detail']}")
+            # The event's content is the server's words, in the turn's language.
+            self._say(f"⚠️ {ev.get('content') or meta.get('detail')}")
         else:  # stream_token or the final answer
             content = str(ev.get("content") or "")[self.text_from:]
             if not content.strip():
@@ -230,48 +306,58 @@ class _Transcript:
             self.history.append({})
             # Text after this tool message goes into a new bubble below it.
             self.text_at, self.text_from = None, len(text_so_far)
-        self.history[call.at] = _tool_message(kind, meta, call)
+        self.history[call.at] = _tool_message(kind, meta, call, self.lang)
 
 
 def _json_block(value: Any) -> str:
     return "```json\n" + json.dumps(value, ensure_ascii=False, indent=1)[:1500] + "\n```"
 
 
-def _tool_message(kind: str, meta: dict[str, Any], call: _ToolCall) -> dict[str, Any]:
-    """Gradio's collapsible tool message: a spinner while pending, the outcome when done."""
-    parts = [f"**Вход**\n{_json_block(call.input)}"]
-    info: dict[str, Any] = {"title": f"🔧 {meta['tool']}", "id": meta["call_id"]}
+def _tool_message(kind: str, meta: dict[str, Any], call: _ToolCall,
+                  lang: Lang = "ru") -> dict[str, Any]:
+    """Gradio's collapsible tool message, titled with the tool's title (the server's words):
+    a spinner while pending, the outcome when done."""
+    w = PAGE_WORDS[lang]
+    parts = [f"**{w['input']}**\n{_json_block(call.input)}"]
+    info: dict[str, Any] = {"title": f"🔧 {meta.get('title') or meta['tool']}",
+                            "id": meta["call_id"]}
     if kind in TOOL_LOG:
-        info.update(status="done", log=TOOL_LOG[kind],
+        info.update(status="done", log=w[TOOL_LOG[kind]],
                     duration=round(time.monotonic() - call.started, 2))
     else:
         info["status"] = "pending"
     if kind == "tool_end":
-        parts.append(f"**Результат**\n{_json_block(meta.get('output'))}")
+        parts.append(f"**{w['result']}**\n{_json_block(meta.get('output'))}")
     elif kind == "tool_error":
-        parts.append(f"**Ошибка** ({meta.get('retry_count')} попыт.): {meta.get('error')}")
+        parts.append(f"**{w['error']}** ({meta.get('retry_count')} {w['attempts']}): "
+                     f"{meta.get('error')}")
     elif kind == "tool_timeout":
-        parts.append(f"**Нет ответа за {meta.get('timeout_seconds')} с**")
+        parts.append(f"**{w['no_answer'].format(s=meta.get('timeout_seconds'))}**")
     elif kind == "tool_retry":
-        info["log"] = f"retry {meta.get('attempt')}/{meta.get('max_attempts')}"
-        parts.append(f"Попытка {meta.get('attempt')} не удалась, повторяю…")
+        info["log"] = w["log_retry"].format(n=meta.get("attempt"), m=meta.get("max_attempts"))
+        parts.append(w["retry"].format(n=meta.get("attempt")))
     return {"role": "assistant", "content": "\n\n".join(parts), "metadata": info}
 
 
 def _frame(view: _Transcript, box: Any) -> tuple[Any, ...]:
     """Every output of a page event: chat, conversation, input box, and the card's parts."""
-    card = view.card
+    card, w = view.card, PAGE_WORDS[view.lang]
     granted = bool(card and card.get("permission_granted", True))
     return (view.history, view.conversation, box, gr.update(visible=card is not None),
-            _card_text(card), _countdown(card),
-            gr.update(visible=granted),
+            _card_text(card, view.lang), _countdown(card, view.lang),
+            gr.update(visible=granted, value=w["confirm"]),
             # A permission-denied card cannot be confirmed: its one button closes it (deny).
-            gr.update(value="Deny" if granted or not card else "Close"),
+            gr.update(value=w["deny"] if granted or not card else w["close"]),
             card, gr.update(active=granted))
 
 
-def _tick(card: dict[str, Any] | None) -> tuple[str, Any]:
-    return _countdown(card), gr.update(active=_seconds_left(card) > 0)
+def _cleared(_: Any, request: gr.Request) -> tuple[Any, ...]:
+    """Another user: an empty page (a new conversation)."""
+    return _frame(_Transcript([], "", _lang_of(request)), "")
+
+
+def _tick(card: dict[str, Any] | None, request: gr.Request) -> tuple[str, Any]:
+    return _countdown(card, _lang_of(request)), gr.update(active=_seconds_left(card) > 0)
 
 
 def _example_text(evt: gr.SelectData) -> str:
@@ -289,24 +375,29 @@ def _seconds_left(card: dict[str, Any] | None) -> int:
     return max(0, int(left))
 
 
-def _countdown(card: dict[str, Any] | None) -> str:
+def _countdown(card: dict[str, Any] | None, lang: Lang = "ru") -> str:
     if not card or not card.get("permission_granted", True):
         return ""
     left = _seconds_left(card)
     if left == 0:
-        return "⌛ Время вышло: ответ уже не будет принят, отправьте запрос снова."
-    return f"⏱️ Осталось **{left // 60:02d}:{left % 60:02d}**"
+        return PAGE_WORDS[lang]["time_up"]
+    return PAGE_WORDS[lang]["left"].format(t=f"{left // 60:02d}:{left % 60:02d}")
 
 
-def _card_text(card: dict[str, Any] | None) -> str:
+def _card_text(card: dict[str, Any] | None, lang: Lang = "ru") -> str:
+    """The card: the server's prompt (what the owner approves, in the turn's language) in the
+    page's frame; risk and environment as words, no machine names or raw arguments."""
     if not card:
         return ""
-    args = json.dumps(card.get("tool_args"), ensure_ascii=False)
+    w = PAGE_WORDS[lang]
     if not card.get("permission_granted", True):
-        alts = "\n".join(f"- {a.get('prompt')} (`{a.get('action')}`)"
-                         for a in card.get("alternatives") or []) or "- нет"
-        return (f"### ⛔ {card.get('prompt')}\nНужна роль **{card.get('required_role')}**."
-                f"\n\nМожно вместо этого:\n{alts}")
-    danger = " ⚠️ **опасно**" if card.get("dangerous") else ""
-    return (f"### ⏸️ {card.get('prompt')}{danger}\n`{card.get('tool_name')}` {args} — "
-            f"риск **{card.get('risk')}** в **{card.get('env_context')}**")
+        alts = "\n".join(f"- {a.get('prompt')}" for a in card.get("alternatives") or []) \
+            or f"- {w['none']}"
+        prompt, role = str(card.get("prompt") or ""), card.get("required_role")
+        # The server's prompt names the role already (in the turn's language); said once.
+        needs = "" if not role or str(role) in prompt else "\n" + w["role"].format(role=role)
+        return f"### ⛔ {prompt}{needs}\n\n{w['instead']}\n{alts}"
+    danger = f" {w['dangerous']}" if card.get("dangerous") else ""
+    risk = w.get(f"risk_{card.get('risk')}", str(card.get("risk")))
+    return (f"### ⏸️ {card.get('prompt')}{danger}\n{card.get('title') or ''} — "
+            + w["risk"].format(risk=risk, env=card.get("env_context")))

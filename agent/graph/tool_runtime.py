@@ -63,15 +63,22 @@ class ToolOutcome:
 
 
 def trim(value: Any, limit: int) -> Any:
-    """Cut a tool's output to what a card can show, keeping it JSON."""
+    """Cut a tool's output to what a card can show, keeping it JSON: a listing (`items`, or
+    the longest list of the object, e.g. capabilities' `tools`) keeps its first entries, so a
+    model still reads whole entries, never half a sentence."""
     text = json.dumps(value, ensure_ascii=False)
     if len(text) <= limit:
         return value
-    if isinstance(value, dict) and isinstance(value.get("items"), list):
-        items = value["items"]
-        while items and len(json.dumps({**value, "items": items}, ensure_ascii=False)) > limit:
+    lists = [k for k, v in value.items() if isinstance(v, list)] if isinstance(value, dict) \
+        else []
+    if lists:
+        assert isinstance(value, dict)
+        key = "items" if "items" in lists else max(lists, key=lambda k: len(value[k]))
+        items = value[key]
+        while items and len(json.dumps({**value, key: items}, ensure_ascii=False)) > limit:
             items = items[: len(items) // 2]
-        return {**value, "items": items, "truncated": True}
+        if items:
+            return {**value, key: items, "truncated": True}
     return {"truncated": True, "preview": text[:limit]}
 
 

@@ -1,6 +1,8 @@
 // The built-in page at the mount path, driven in headless Chromium (Debian's /usr/bin/chromium)
 // with playwright-core, as a person would use it: example chips, an answer with a collapsible
 // tool message, the confirmation card with its countdown, and the permission-denied card.
+// The page's own words follow the browser's language (ru-RU here; one test in en-US), the
+// server's words the message's: tool messages carry the tools' titles, the card its prompt.
 // Screenshots of every step go to PAGE_SHOTS (tests/test_page.py passes its tmp dir).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -17,6 +19,7 @@ const SHOTS = process.env.PAGE_SHOTS ?? mkdtempSync(join(tmpdir(), "agentchat-pa
 const WAIT = { timeout: 60_000 }; // generous: a loaded 2-core machine runs other stacks too
 
 let browser;
+let english; // a second browser, en-US
 let userDataDir;
 
 before(async () => {
@@ -27,14 +30,19 @@ before(async () => {
     executablePath: CHROMIUM, args: ARGS, headless: true,
     viewport: { width: 1100, height: 1100 }, locale: "ru-RU",
   });
+  english = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "agentchat-en-")), {
+    executablePath: CHROMIUM, args: ARGS, headless: true,
+    viewport: { width: 1100, height: 1100 }, locale: "en-US",
+  });
 });
 
 after(async () => {
   await browser?.close();
+  await english?.close();
 });
 
-async function openPage(user = "alice") {
-  const page = await browser.newPage();
+async function openPage(user = "alice", context = browser) {
+  const page = await context.newPage();
   page.on("pageerror", (err) => console.log(`page error: ${err.message}`));
   await page.goto(env("GRADIO_URL"));
   await page.locator("#agentchat-chatbot").waitFor(WAIT);
@@ -69,9 +77,9 @@ const agentSays = (page, text) =>
   page.locator('#agentchat-chatbot .message:not(.thought) [data-testid="bot"]')
     .filter({ hasText: text });
 
-async function waitToolDone(page, tool) {
+async function waitToolDone(page, tool, done = "готово") {
   const msg = toolMessage(page, tool).last();
-  await msg.locator(".title .duration", { hasText: "done" }).waitFor(WAIT);
+  await msg.locator(".title .duration", { hasText: done }).waitFor(WAIT);
   assert.equal(await msg.locator(".loading-spinner").count(), 0, "a done tool has no spinner");
   return msg;
 }
@@ -103,12 +111,12 @@ test("a new conversation shows the example chips; a chip fills the input", async
   await page.close();
 });
 
-test("a search answers with a collapsible tool message for search_dashboards, done", async () => {
+test("a search answers with a collapsible tool message titled «Поиск дашбордов», done", async () => {
   await sandbox("/api/sandbox/reset", {});
   const page = await openPage();
   await send(page, "найди дашборды про энергопотребление");
   await agentSays(page, "Отчёт по энергопотреблению").last().waitFor(WAIT);
-  const tool = await waitToolDone(page, "search_dashboards");
+  const tool = await waitToolDone(page, "Поиск дашбордов");
   assert.match(await page.locator("#agentchat-conversation textarea").inputValue(),
                /^[0-9a-f-]{36}$/, "the page shows the new conversation's id");
   assert.equal(await page.locator("#agentchat-card").isVisible(), false, "no card for a read");
@@ -128,9 +136,12 @@ test("deploy to prod: the card with Confirm, Deny and a countdown; Confirm runs 
   await send(page, "задеплой дашборд 42 в прод");
   const card = page.locator("#agentchat-card");
   await card.waitFor({ state: "visible", ...WAIT });
-  await card.getByText("deploy_dashboard").first().waitFor(WAIT);
-  assert.equal((await page.locator("#card-confirm").innerText()).trim(), "Confirm");
-  assert.equal((await page.locator("#card-deny").innerText()).trim(), "Deny");
+  // The server's prompt names the dashboard by the title the prefetch read.
+  await card.getByText("Задеплоить дашборд «Отчёт по энергопотреблению» (№42) в prod?").first()
+    .waitFor(WAIT);
+  assert.equal(await card.getByText("deploy_dashboard").count(), 0, "no machine name");
+  assert.equal((await page.locator("#card-confirm").innerText()).trim(), "Подтвердить");
+  assert.equal((await page.locator("#card-deny").innerText()).trim(), "Отклонить");
   assert.ok(await page.locator("#card-confirm").isVisible());
   const first = await countdownSeconds(page);
   assert.ok(first > 200 && first <= 300, `about 5 minutes left, got ${first} s`);
@@ -142,12 +153,12 @@ test("deploy to prod: the card with Confirm, Deny and a countdown; Confirm runs 
       return m && Number(m[1]) * 60 + Number(m[2]) < s;
     }, first, WAIT);
   assert.ok(await countdownSeconds(page) < first);
-  assert.equal(await toolMessage(page, "deploy_dashboard").count(), 0, "nothing runs before");
+  assert.equal(await toolMessage(page, "Деплой дашборда").count(), 0, "nothing runs before");
 
   await page.locator("#card-confirm").click();
   await card.waitFor({ state: "hidden", ...WAIT });
   await agentSays(page, "Подтверждено").waitFor(WAIT);
-  const tool = await waitToolDone(page, "deploy_dashboard");
+  const tool = await waitToolDone(page, "Деплой дашборда");
   await openTool(tool);
   // The answer names the deploy task the ss-tools API queued.
   await agentSays(page, /task-[0-9a-f]+/).last().waitFor(WAIT);
@@ -161,12 +172,12 @@ test("deploy to prod as carol: the permission-denied card, Close, then alternati
   await send(page, "задеплой дашборд 42 в прод");
   const card = page.locator("#agentchat-card");
   await card.waitFor({ state: "visible", ...WAIT });
-  await card.getByText("Нужна роль").waitFor(WAIT);
+  await card.getByText("Недостаточно прав на «Деплой дашборда» в prod: нужна роль").waitFor(WAIT);
   const alternatives = card.locator("#card-text li");
   assert.ok((await alternatives.count()) >= 1, "the card lists the alternatives");
   const firstAlternative = (await alternatives.first().innerText()).trim();
   assert.equal(await page.locator("#card-confirm").isVisible(), false, "cannot be confirmed");
-  assert.equal((await page.locator("#card-deny").innerText()).trim(), "Close");
+  assert.equal((await page.locator("#card-deny").innerText()).trim(), "Закрыть");
   assert.equal((await page.locator("#card-countdown").innerText()).trim(), "");
   await shot(page, "06-permission-denied-card");
 
@@ -176,8 +187,39 @@ test("deploy to prod as carol: the permission-denied card, Close, then alternati
   // The agent's message offers the alternatives the card listed.
   const offer = agentSays(page, firstAlternative.replace(/\s*\(.*$/, "")).last();
   await offer.waitFor(WAIT);
-  assert.equal(await toolMessage(page, "deploy_dashboard").count(), 0, "the deploy never ran");
+  assert.equal(await toolMessage(page, "Деплой дашборда").count(), 0, "the deploy never ran");
   await sleep(300);
   await shot(page, "07-permission-denied-closed");
   await page.close();
 });
+
+test("an English browser: the page's words in English, the server's in the message's language",
+  async () => {
+    await sandbox("/api/sandbox/reset", {});
+    const page = await openPage("alice", english);
+    assert.equal((await page.locator("#agentchat-send").innerText()).trim(), "Send");
+    // An English message: the card's prompt and the tool messages in English too.
+    await send(page, "Deploy dashboard 42 to prod");
+    const card = page.locator("#agentchat-card");
+    await card.waitFor({ state: "visible", ...WAIT });
+    await card.getByText("Deploy dashboard “Energy consumption report” (#42) to prod?").first()
+      .waitFor(WAIT);
+    assert.equal((await page.locator("#card-confirm").innerText()).trim(), "Confirm");
+    assert.match(await page.locator("#card-countdown").innerText(), /\d\d:\d\d\*{0,2} left/);
+    await waitToolDone(page, "Dashboard summary", "done");
+    await page.locator("#card-deny").click();
+    await card.waitFor({ state: "hidden", ...WAIT });
+    await agentSays(page, "Denied").waitFor(WAIT);
+    await agentSays(page, "you declined it").waitFor(WAIT);
+    await shot(page, "08-english-denied");
+    // A Russian message in the same English page: the server answers in Russian.
+    await send(page, "задеплой дашборд 42 в прод");
+    await card.waitFor({ state: "visible", ...WAIT });
+    await card.getByText("Задеплоить дашборд «Отчёт по энергопотреблению» (№42) в prod?").first()
+      .waitFor(WAIT);
+    assert.equal((await page.locator("#card-deny").innerText()).trim(), "Deny");
+    await page.locator("#card-deny").click();
+    await agentSays(page, "вы его отклонили").waitFor(WAIT);
+    await shot(page, "09-english-page-russian-turn");
+    await page.close();
+  });

@@ -8,7 +8,9 @@ A hostile model for the gate tests: `POST /script {"turns": [[call, ...], ...]}`
 the model says next, one list of tool calls per model request, each call
 `{name, args, id}` (`id` may be missing, null or repeated; `raw_args` sends a string as is).
 After the tool results it answers `ANSWER: ` and every tool result it got, so a test can see
-what reached the model. `GET /seen` lists the tool results and tools offered per request.
+what reached the model. `GET /seen` lists the tool results and tools offered per request;
+`GET /received` the system prompts and tool descriptions of the last requests (the words a
+real model would get), `DELETE /received` forgets them.
 Run: `python tests/testkit/openai_stub.py PORT [MODE]`.
 """
 
@@ -35,7 +37,8 @@ from starlette.routing import Route
 
 from agentchat.agent.graph.offline.planner import OfflinePlanner, _chunks
 
-STATE: dict[str, Any] = {"mode": "ok", "requests": 0, "script": [], "seen": []}
+STATE: dict[str, Any] = {"mode": "ok", "requests": 0, "script": [], "seen": [],
+                         "received": []}
 
 
 def scripted(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
@@ -76,6 +79,12 @@ def to_langchain(messages: list[dict[str, Any]]) -> list[BaseMessage]:
 async def completions(request: Request) -> Response:
     STATE["requests"] += 1
     body = await request.json()
+    STATE["received"] = [*STATE["received"][-49:], {
+        "system": [m.get("content") or "" for m in body["messages"] if m["role"] == "system"],
+        "user": [m.get("content") or "" for m in body["messages"] if m["role"] == "user"],
+        "tools": [{"name": t["function"]["name"],
+                   "description": t["function"].get("description") or ""}
+                  for t in body.get("tools", [])]}]
     mode = STATE["mode"]
     if mode == "refuse":
         return JSONResponse({"error": {"message": "overloaded", "type": "server_error"}},
@@ -156,6 +165,12 @@ async def seen(request: Request) -> Response:
     return JSONResponse({"seen": STATE["seen"], "left": len(STATE["script"])})
 
 
+async def received(request: Request) -> Response:
+    if request.method == "DELETE":
+        STATE["received"] = []
+    return JSONResponse({"received": STATE["received"]})
+
+
 async def models(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model"}]})
 
@@ -171,6 +186,7 @@ app = Starlette(routes=[
     Route("/mode", set_mode, methods=["POST"]),
     Route("/script", set_script, methods=["POST"]),
     Route("/seen", seen),
+    Route("/received", received, methods=["GET", "DELETE"]),
     Route("/livez", models),
 ])
 

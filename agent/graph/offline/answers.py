@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -47,10 +48,10 @@ class Said:
         return pick(self.lang, ru, en)
 
     def title(self, tool: str | None) -> str:
-        """The tool's title, quoted; an unknown tool is "the action"."""
+        """The tool's title, quoted; an unknown tool is "an unknown action"."""
         title = self.titles.get(tool or "")
         if not title:
-            return self.t("действие", "the action")
+            return self.t("«неизвестное действие»", "“an unknown action”")
         return f"«{title}»" if self.lang == "ru" else f"“{title}”"
 
     def status(self, value: Any) -> str:
@@ -79,6 +80,20 @@ class Said:
     def env(self, value: Any) -> str:
         return clean_text(value)[:40]
 
+    def number(self, value: Any) -> str:
+        """9 800 000 (ru), 9,800,000 (en)."""
+        if not isinstance(value, int) or isinstance(value, bool):
+            return clean_text(value)[:20]
+        return f"{value:,}".replace(",", " " if self.lang == "ru" else ",")
+
+    def when(self, value: Any) -> str:
+        """A timestamp as people write it: 24.11.2026 13:14 UTC (ru), 2026-11-24 13:14 UTC."""
+        try:
+            t = datetime.fromisoformat(str(value)).astimezone(UTC)
+        except ValueError:
+            return self.t("неизвестно когда", "unknown time")
+        return t.strftime("%d.%m.%Y %H:%M UTC" if self.lang == "ru" else "%Y-%m-%d %H:%M UTC")
+
     def known(self, kind: str, oid: Any) -> str:
         """«Name» (№id) when a result in the thread named the object, else №id."""
         return object_label(oid, self.names.get((kind, str(oid))), self.lang)
@@ -105,59 +120,66 @@ def summarize(result: ToolMessage, tool: str | None, said: Said) -> str:
         return summary(data, said)
     if isinstance(data.get("items"), list):
         return _generic_list(data["items"], tool, said)
-    return said.t(f"Готово: {said.title(tool)}.", f"Done: {said.title(tool)}.")
+    return said.t(f"Готово: действие {said.title(tool)} выполнено.",
+                  f"Done: {said.title(tool)}.")
 
 
 # -- not done --------------------------------------------------------------------------------
 
 def _not_done(text: str, tool: str | None, said: Said) -> str:
     what = said.title(tool)
+    act = said.t(f"действие {what}", what)  # «Поиск дашбордов» is a title: "действие «…»"
     if text.startswith("not run: the user denied it"):
-        return said.t(f"Хорошо, {what} не выполняю: вы отклонили это действие.",
+        return said.t(f"Хорошо, {act} не выполняю: вы его отклонили.",
                       f"OK, I did not run {what}: you declined it.")
     if text.startswith("not run: the confirmation expired"):
-        return said.t(f"Время на подтверждение истекло, поэтому {what} не выполнено. Если "
+        return said.t(f"Время на подтверждение истекло, поэтому {act} не выполнено. Если "
                       "это ещё нужно, повторите запрос.",
                       f"The confirmation expired, so {what} did not run. If you still need "
                       "it, send the request again.")
     if text.startswith("not run: the ss-tools API refused"):
-        return said.t(f"{_cap(what)} не выполнено: ss-tools отказал в предыдущем действии.",
+        return said.t(f"{_cap(act)} не выполнено: ss-tools отказал в предыдущем действии.",
                       f"{_cap(what)} did not run: ss-tools refused the action before it.")
     if text.startswith("not run:"):
-        return said.t(f"{_cap(what)} не выполнено: запрос к нему составлен неверно, в ss-tools "
+        return said.t(f"{_cap(act)} не выполнено: запрос к нему составлен неверно, в ss-tools "
                       "ничего не отправлено. Уточните, что нужно сделать.",
                       f"{_cap(what)} did not run: the request for it was malformed, nothing "
                       "was sent to ss-tools. Tell me more precisely what to do.")
     if text.startswith("cancelled"):
-        return said.t(f"{_cap(what)} остановлено по вашей просьбе.",
+        return said.t(f"{_cap(act)} остановлено по вашей просьбе.",
                       f"{_cap(what)} was stopped at your request.")
     m = _TIMEOUT.match(text)
     if m:
-        return said.t(f"{_cap(what)} не ответило за {m.group(1)} с. Можно попробовать ещё раз.",
-                      f"{_cap(what)} did not answer within {m.group(1)} s. You can try again.")
+        return said.t(f"На {act} ss-tools не ответил за {m.group(1)} с. Можно попробовать "
+                      "ещё раз.",
+                      f"ss-tools did not answer {what} within {m.group(1)} s. You can try "
+                      "again.")
     m = _HTTP.match(text)
     if m:
-        return _http_failure(int(m.group(1)), what, said)
+        return _http_failure(int(m.group(1)), act, what, said)
     if text.startswith("connection error"):
-        return said.t(f"{_cap(what)} не удалось: ss-tools не отвечает. Попробуйте чуть позже.",
+        return said.t(f"Не удалось выполнить {act}: ss-tools не отвечает. Попробуйте чуть "
+                      "позже.",
                       f"{_cap(what)} failed: ss-tools does not answer. Try again shortly.")
-    return said.t(f"{_cap(what)} не удалось: ss-tools вернул непонятный ответ.",
+    return said.t(f"Не удалось выполнить {act}: ss-tools вернул непонятный ответ.",
                   f"{_cap(what)} failed: ss-tools returned an answer I cannot read.")
 
 
-def _http_failure(status: int, what: str, said: Said) -> str:
+def _http_failure(status: int, act: str, what: str, said: Said) -> str:
     if status == 404:
-        return said.t(f"{_cap(what)}: такого объекта нет (или он вам не виден).",
-                      f"{_cap(what)}: there is no such object (or you cannot see it).")
+        return said.t(f"Не нашёл, к чему применить {act}: такого объекта нет (или он вам не "
+                      "виден). Проверьте номер и окружение.",
+                      f"{_cap(what)}: there is no such object (or you cannot see it). Check "
+                      "the number and the environment.")
     if status in (400, 409, 422):
-        return said.t(f"{_cap(what)} не выполнено: ss-tools отклонил запрос (код {status}). "
+        return said.t(f"{_cap(act)} не выполнено: ss-tools отклонил запрос (код {status}). "
                       "Проверьте номер и окружение.",
                       f"{_cap(what)} did not run: ss-tools rejected the request (code "
                       f"{status}). Check the number and the environment.")
     if status in (401, 403):
-        return said.t(f"{_cap(what)} не выполнено: ss-tools не дал доступа (код {status}).",
+        return said.t(f"{_cap(act)} не выполнено: ss-tools не дал доступа (код {status}).",
                       f"{_cap(what)} did not run: ss-tools denied access (code {status}).")
-    return said.t(f"{_cap(what)} не удалось: ss-tools сейчас недоступен (код {status}). "
+    return said.t(f"Не удалось выполнить {act}: ss-tools сейчас недоступен (код {status}). "
                   "Попробуйте ещё раз чуть позже.",
                   f"{_cap(what)} failed: ss-tools is unavailable right now (code {status}). "
                   "Try again shortly.")
@@ -321,7 +343,7 @@ def _task(data: Mapping[str, Any], said: Said) -> str:
 
 def _environments(data: Mapping[str, Any], said: Said) -> str:
     items = data.get("items") or []
-    head = said.t(f"Окружений: {len(items)}:", f"{len(items)} environments:")
+    head = said.t(f"Окружения ({len(items)}):", f"Environments ({len(items)}):")
     return head + "\n" + _lines(items, lambda e: said.t(
         f"{said.env(e.get('id'))}: {said.status(e.get('status'))}, дашбордов "
         f"{e.get('dashboards', 0)}" + (", идёт обслуживание" if e.get("maintenance") else ""),
@@ -334,22 +356,22 @@ def _maintenance_list(data: Mapping[str, Any], said: Said) -> str:
     items = data.get("items") or []
     if not items:
         return said.t("Окон обслуживания нет.", "There are no maintenance windows.")
-    head = said.t(f"Окон обслуживания: {len(items)}:", f"{len(items)} maintenance windows:")
+    head = said.t(f"Окна обслуживания ({len(items)}):", f"Maintenance windows ({len(items)}):")
     return head + "\n" + _lines(items, lambda e: said.t(
         f"№{e.get('id')} в {said.env(e.get('env_id'))}: {said.status(e.get('status'))}, "
-        f"с {clean_text(e.get('starts_at'))[:25]} до {clean_text(e.get('ends_at'))[:25]}"
+        f"с {said.when(e.get('starts_at'))} до {said.when(e.get('ends_at'))}"
         + (f", причина {said.name(e['reason'])}" if e.get("reason") else ""),
         f"#{e.get('id')} in {said.env(e.get('env_id'))}: {said.status(e.get('status'))}, "
-        f"from {clean_text(e.get('starts_at'))[:25]} to {clean_text(e.get('ends_at'))[:25]}"
+        f"from {said.when(e.get('starts_at'))} to {said.when(e.get('ends_at'))}"
         + (f", reason {said.name(e['reason'])}" if e.get("reason") else "")), said)
 
 
 def _maintenance_started(data: Mapping[str, Any], said: Said) -> str:
     env = said.env(data.get("env_id"))
     return said.t(f"Обслуживание в {env} началось: окно №{data.get('id')} до "
-                  f"{clean_text(data.get('ends_at'))[:25]}. Пользователи видят баннер.",
+                  f"{said.when(data.get('ends_at'))}. Пользователи видят баннер.",
                   f"Maintenance in {env} has started: window #{data.get('id')} until "
-                  f"{clean_text(data.get('ends_at'))[:25]}. Users see the banner.")
+                  f"{said.when(data.get('ends_at'))}. Users see the banner.")
 
 
 def _maintenance_ended(data: Mapping[str, Any], said: Said) -> str:
@@ -363,7 +385,7 @@ def _databases(data: Mapping[str, Any], said: Said) -> str:
     env = said.env(data.get("env_id") or "")
     if not items:
         return said.t(f"В {env} нет подключённых баз.", f"No databases are connected in {env}.")
-    head = said.t(f"В {env} подключено баз: {len(items)}:", f"{len(items)} databases in {env}:")
+    head = said.t(f"Базы данных в {env} ({len(items)}):", f"Databases in {env} ({len(items)}):")
     return head + "\n" + _lines(items, lambda d: said.t(
         f"{said.label(d.get('id'), d, 'name')}, {clean_text(d.get('backend'))[:30]}, таблиц "
         f"{d.get('tables', 0)}",
@@ -375,13 +397,13 @@ def _explore(data: Mapping[str, Any], said: Said) -> str:
     tables = [t for t in data.get("tables") or [] if isinstance(t, dict)]
     env = said.env(data.get("env_id") or "")
     label = said.label(data.get("id"), data, "name")
-    head = said.t(f"В базе {label} ({env}) таблиц: {len(tables)}:",
-                  f"Database {label} ({env}) has {len(tables)} tables:")
+    count = said.count(len(tables), ("таблица", "таблицы", "таблиц"), ("table", "tables"))
+    head = said.t(f"В базе {label} в {env} {count}:", f"Database {label} in {env} has {count}:")
     return head + "\n" + _lines(tables, lambda t: said.t(
         f"{said.name(t.get('name'))}: колонок {len(t.get('columns') or [])}, строк "
-        f"{t.get('rows', 0)}",
+        f"{said.number(t.get('rows', 0))}",
         f"{said.name(t.get('name'))}: {len(t.get('columns') or [])} columns, "
-        f"{t.get('rows', 0)} rows"), said)
+        f"{said.number(t.get('rows', 0))} rows"), said)
 
 
 def _datasets(data: Mapping[str, Any], said: Said) -> str:
@@ -390,7 +412,8 @@ def _datasets(data: Mapping[str, Any], said: Said) -> str:
     q = said.t(f" по запросу {said.name(query)}", f" for {said.name(query)}") if query else ""
     if not items:
         return said.t(f"Датасетов{q} не нашёл.", f"I found no datasets{q}.")
-    head = said.t(f"Нашёл датасетов{q}: {len(items)}:", f"I found {len(items)} datasets{q}:")
+    found = said.count(len(items), ("датасет", "датасета", "датасетов"), ("dataset", "datasets"))
+    head = said.t(f"Нашёл {found}{q}:", f"I found {found}{q}:")
     return head + "\n" + _lines(items, lambda d: said.label(d.get("id"), d, "name") + (
         f" — {said.name(d.get('description_en') if said.lang == 'en' and d.get('description_en') else d.get('description'))}"  # noqa: E501
         if d.get("description") else ""), said)
@@ -407,7 +430,7 @@ def _migrations(data: Mapping[str, Any], said: Said) -> str:
     items = data.get("items") or []
     if not items:
         return said.t("Миграций нет.", "There are no migrations.")
-    head = said.t(f"Миграций: {len(items)}:", f"{len(items)} migrations:")
+    head = said.t(f"Миграции ({len(items)}):", f"Migrations ({len(items)}):")
     return head + "\n" + _lines(items, lambda m: said.t(
         f"№{m.get('id')}: дашборд {said.known('dashboard', m.get('dashboard_id'))} из "
         f"{said.env(m.get('source_env'))} в {said.env(m.get('target_env'))} — "
@@ -431,12 +454,15 @@ def _capabilities(data: Mapping[str, Any], said: Said) -> str:
     lines = [f"- {clean_text(t['description'][said.lang])}" for t in data.get("tools") or []
              if isinstance(t, dict) and isinstance(t.get("description"), dict)
              and t.get("allowed_envs") and t["description"].get(said.lang)]
+    if data.get("truncated"):  # the list was cut to fit the model's context
+        lines.append(said.t("- …и другое: спросите, если нужно что-то конкретное.",
+                            "- …and more: ask if you need something specific."))
     head = said.t("Вот что я могу для вас сделать:", "Here is what I can do for you:")
     return "\n".join([head, *lines])
 
 
 def _generic_list(items: Sequence[Any], tool: str | None, said: Said) -> str:
-    head = said.t(f"{_cap(said.title(tool))}: найдено {len(items)}.",
+    head = said.t(f"Результат действия {said.title(tool)}: найдено {len(items)}.",
                   f"{_cap(said.title(tool))}: {len(items)} found.")
     if not items:
         return head

@@ -60,7 +60,8 @@ _COMPILED = [(t, re.compile(a), re.compile(b) if b else None) for t, a, b in INT
 STOPWORDS = set(
     "про по о об в во на из с со для и или все всё мне покажи найди найти поищи дашборд дашборды "
     "дашбордов дашборда отчёт отчет отчёты отчеты пожалуйста please find search show me the a an "
-    "for about of in on all dashboards dashboard reports report with list какие есть"
+    "for about of in on all dashboards dashboard reports report with list какие есть "
+    "датасет датасеты датасетов датасета dataset datasets"
     .split()
 )
 
