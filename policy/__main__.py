@@ -1,5 +1,5 @@
-"""`python -m agentchat.policy serve|test|explain`: the sidecar without the other components'
-sub-commands (an image that ships only the sidecar)."""
+"""`python -m agentchat.policy serve|test|explain|matrix|diff|replay`: the sidecar without the
+other components' sub-commands (an image that ships only the sidecar)."""
 
 from __future__ import annotations
 

@@ -135,12 +135,19 @@ def slot_request(snapshot: Snapshot, slot: Slot, untrusted: bool) -> CheckReques
     return CheckRequest("matrix", slot.env, slot.tool, args, untrusted=untrusted)
 
 
-def decide_cell(snapshot: Snapshot, principal: Principal, slot: Slot, untrusted: bool) -> Cell:
+def principal_cells(snapshot: Snapshot, principal: Principal,
+                    where: Sequence[Slot]) -> list[Cell]:
+    """One principal's row of the matrix: every slot in both contexts."""
+    # Read as a token's claim would be: a role@env the catalog does not know is ignored.
     roles = parse_roles(list(principal.claim), snapshot.environment_set, quiet=True)
-    got: Decision = decide(snapshot, roles, slot_request(snapshot, slot, untrusted),
-                           check_schema=False)
-    return Cell(principal.name, principal.claim, slot.tool, slot.env, slot.source, untrusted,
-                got.decision, got.reason_code, got.required_role)
+    out = []
+    for slot in where:
+        for untrusted in CONTEXTS:
+            got: Decision = decide(snapshot, roles, slot_request(snapshot, slot, untrusted),
+                                   check_schema=False)
+            out.append(Cell(principal.name, principal.claim, slot.tool, slot.env, slot.source,
+                            untrusted, got.decision, got.reason_code, got.required_role))
+    return out
 
 
 def build_matrix(snapshot: Snapshot, who: Sequence[Principal] | None = None,
@@ -148,7 +155,7 @@ def build_matrix(snapshot: Snapshot, who: Sequence[Principal] | None = None,
     who = who if who is not None else principals(policy_roles(snapshot),
                                                  snapshot.environments)
     where = where if where is not None else slots(snapshot.catalog)
-    return [decide_cell(snapshot, p, s, u) for p in who for s in where for u in CONTEXTS]
+    return [cell for p in who for cell in principal_cells(snapshot, p, where)]
 
 
 # -- output -------------------------------------------------------------------------------

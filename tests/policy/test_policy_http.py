@@ -280,10 +280,20 @@ def test_not_ready_until_a_policy_loads(settings: SharedSettings, ring: KeyRing,
         assert "no policy loaded" in r.json()["reasons"][0]
         refused = client.check(issuer.mint("alice"), "list_environments")
         assert refused.status_code == 503 and refused.json()["code"] == "POLICY_UNAVAILABLE"
+        # /v1/policy answers before a policy loads: nothing serves, and why.
+        auth = {"Authorization": f"Bearer {client.service_token}"}
+        status = client.http.get("/v1/policy", headers=auth).json()
+        assert (status["policy_revision"], status["files"], status["tests"]) == (None, [], None)
+        assert status["reload_failing"] is True
+        assert "cannot read the policy" in status["last_rejected"]["reason"]
         configmap_folder(missing)
         client.wait_for(lambda s: s["ready"])
         assert client.check(issuer.mint("alice"),
                             "list_environments").json()["decision"] == "allow"
+        loaded = client.http.get("/v1/policy", headers=auth).json()
+        assert loaded["policy_revision"] == client.readyz()["policy_revision"]
+        assert (loaded["reload_failing"], loaded["tests"]["failed"]) == (False, 0)
+        assert loaded["last_rejected"] is not None  # history: the folder was missing before
 
 
 def test_roles_claim_entries_a_token_cannot_carry_are_ignored(

@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from agentchat.catalog import load_catalog
 from agentchat.identity import DevUserIssuer, parse_roles
 from agentchat.keys import KeyRing, sign_service_token
+from agentchat.policy.diff import GitError, parse_range
+from agentchat.policy.matrix import principals
 from agentchat.policy.replay import ReplayError, parse_duration
 from agentchat.policy.rules import read_folder
 from agentchat.settings import PACKAGE_DATA, SharedSettings
@@ -140,6 +142,36 @@ def test_matrix_formats_and_extra_principals(tmp_path: Path) -> None:
     (broken / "policy.csv").write_text("p, viewer, qa, read, allow\n")
     refused = _policy("matrix", str(broken))
     assert refused.returncode == 2 and "unknown environment 'qa'" in refused.stderr
+
+
+_NAME = st.from_regex(r"[a-z][a-z0-9_.-]{0,8}", fullmatch=True)
+
+
+@given(st.lists(_NAME, max_size=8), st.lists(_NAME, min_size=1, max_size=4, unique=True))
+def test_principals_are_each_role_each_scoped_role_and_every_pair(
+        roles: list[str], envs: list[str]) -> None:
+    got = principals(roles, envs)
+    n = len(set(roles))
+    assert len(got) == n + n * len(envs) + n * (n - 1) // 2
+    assert len({p.name for p in got}) == len(got)
+    catalog_envs = frozenset(envs)
+    for p in got:
+        # Each principal's claim is one a token could carry: nothing in it is ignored.
+        assert len(parse_roles(list(p.claim), catalog_envs, quiet=True)) == len(p.claim)
+        assert len(p.claim) in (1, 2)
+
+
+@given(st.text(alphabet="ab.~^1", max_size=10))
+def test_git_ranges_are_two_revisions_or_refused(text: str) -> None:
+    accepted = text.count("..") == 1 and "..." not in text
+    try:
+        old, new = parse_range(text)
+    except GitError:
+        assert not accepted
+        return
+    assert accepted
+    a, b = text.split("..")
+    assert (old, new) == (a or "HEAD", b or "HEAD")
 
 
 # -- diff ----------------------------------------------------------------------------------
