@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentchat.agent.chat.turns import END_OF_STREAM
+from agentchat.words import Lang, error_text
 
 
 def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
-               text: str, run_id: str | None = None) -> dict[str, Any]:
-    """One docs/protocol.md §2 ChatMessage dict."""
+               text: str, run_id: str | None = None, lang: Lang = "ru") -> dict[str, Any]:
+    """One docs/protocol.md §2 ChatMessage dict; an error's words in the turn's `lang`."""
     kind = event["type"]
     meta = {k: v for k, v in event.items() if k not in ("type", "content")}
     meta.update(seq=seq, conversation_id=conversation_id, run_id=run_id)
@@ -27,7 +28,8 @@ def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
     if kind == "confirm_required":
         content = event.get("prompt", "")
     elif kind == "error":
-        content = f"Ошибка: {event.get('detail', '')}"
+        content, meta["detail"] = error_text(str(event.get("code")),
+                                             str(event.get("detail") or ""), lang)
     else:
         content = text
     return {"role": "assistant", "content": content, "metadata": meta}

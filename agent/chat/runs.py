@@ -27,6 +27,7 @@ from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import runs as store
 from agentchat.agent.storage.db import Db
 from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.words import error_text
 
 log = logging.getLogger("agentchat.agent.chat.runs")
 # A run's last event: after it the run's stream ends.
@@ -37,8 +38,10 @@ LOST_DETAIL = "the agent replica running this answer stopped; retry to complete 
 
 
 def lost_event_texts() -> tuple[str, str]:
-    """The RUN_LOST event's (content, detail), as stream.to_message words an error."""
-    return f"Ошибка: {LOST_DETAIL}", LOST_DETAIL
+    """The RUN_LOST event's (content, detail), as events.to_message words an error. Marked by
+    whichever replica notices, which does not know the turn's language: Russian, the
+    product's default."""
+    return error_text("RUN_LOST", LOST_DETAIL, "ru")
 
 
 def event_type(message: dict[str, Any]) -> str:
@@ -146,7 +149,7 @@ class RunHub:
             if event["type"] == "stream_token":
                 run.text += event["token"]
             run.append(to_message(event, run.last_seq + 1, run.conversation_id, run.text,
-                                  run.run_id))
+                                  run.run_id, turn.runtime.lang))
             self._dirty.set()
 
         async def pump() -> None:

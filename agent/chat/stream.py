@@ -18,6 +18,7 @@ from agentchat.agent.chat.turns import Turn
 from agentchat.agent.metrics import EVENTS, FIRST_EVENT
 from agentchat.errors import AgentChatError
 from agentchat.identity import bearer
+from agentchat.words import Lang, turn_language
 
 
 async def run_chat(service: ChatService, *, message: Any, action: Any, conversation_id: Any,
@@ -28,10 +29,13 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
     cid: str | None = conversation_id if isinstance(conversation_id, str) else None
     turn: Turn | None = None
     slot: RunSlot | None = None
+    lang: Lang = "ru"
     try:
         req = parse_request(service.settings, message, action, conversation_id, uicontext,
                             user_id, user_jwt, env_id)
         cid = req.conversation_id
+        # Errors before a run speak the message's language; a resume or a join has none.
+        lang = turn_language(req.text) if req.action is None else lang
         principal, token = service.authenticate(req, bearer(headers))
         if req.action == "join":
             async for event in service.join(req, principal):
@@ -61,7 +65,7 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
     except AgentChatError as e:
         EVENTS.labels("error").inc()
         yield to_message({"type": "error", "code": str(e.code), "detail": e.detail,
-                          "retryable": e.retryable}, seq + 1, cid, "")
+                          "retryable": e.retryable}, seq + 1, cid, "", None, lang)
     except asyncio.CancelledError:
         # submission.cancel() of the submit's own stream: stop the run now; the turn records
         # the partial answer. (A dropped connection is not a cancel: the run goes on, and a

@@ -311,7 +311,7 @@ def test_submits_per_minute_per_user(stack: Stack, limited: Service) -> None:
         assert events[-1]["metadata"].get("message_id"), events[-1]
     before = _conversations(stack, token)
     assert len(before) == 3
-    refused = _collect(client, "привет ещё раз")
+    refused = _collect(client, "hello once more")  # an English turn keeps the server's detail
     meta = refused[-1]["metadata"]
     assert len(refused) == 1 and meta["type"] == "error", refused
     assert meta["code"] == "RATE_LIMITED" and meta["retryable"] is True
@@ -321,6 +321,7 @@ def test_submits_per_minute_per_user(stack: Stack, limited: Service) -> None:
     cid = before[0]["id"]
     into = list(client.submit({"text": "в старый"}, None, cid, api_name="/chat"))
     assert into[-1]["metadata"]["code"] == "RATE_LIMITED"
+    assert "запросов" in into[-1]["metadata"]["detail"]  # a Russian turn's words are Russian
     history = httpx.get(stack.agent.url + "/api/assistant/history", timeout=30,
                         params={"conversation_id": cid},
                         headers={"Authorization": f"Bearer {token}"}).json()
@@ -347,7 +348,7 @@ def test_concurrent_runs_per_user(stack: Stack, limited: Service) -> None:
             runs = [asyncio.create_task(tabs[i].submit(long_text, on_event=on_event(i)))
                     for i in range(2)]
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), 60)
-            third = await tabs[2].submit("привет")  # both runs are streaming
+            third = await tabs[2].submit("hello")  # both runs are streaming
             other = await RawChat(limited.url, stack.token(f"rc-other-{uuid.uuid4().hex[:6]}",
                                                            ["admin"]), http).submit("привет")
             return list(await asyncio.gather(*runs)), third, other

@@ -302,7 +302,8 @@ def test_over_the_total_cap_is_refused(stack: Stack) -> None:
         p = tmp / f"part{i}.txt"
         p.write_text(f"{i}" * (TOTAL_CAP // 2 + 10))
         files.append(handle_file(str(p)))
-    last = client.submit(message(files), api_name="/chat").result(timeout=120)["metadata"]
+    last = client.submit(message(files, "read the files"),  # English: the server's detail
+                         api_name="/chat").result(timeout=120)["metadata"]
     assert last["type"] == "error" and last["code"] == "INVALID_REQUEST", last
     assert "together" in last["detail"]
 
