@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from agentchat.agent.chat.events import coalesce, to_message
 from agentchat.agent.chat.turns import Turn
 from agentchat.agent.settings import AgentSettings
@@ -200,6 +202,10 @@ class RunHub:
                 log.warning("storing run events failed; retrying")
                 await asyncio.sleep(0.5)
                 self._dirty.set()
+            except Exception:  # a bug must not stop every run's writes for good
+                log.exception("the run writer failed; retrying")
+                await asyncio.sleep(0.5)
+                self._dirty.set()
 
     async def flush(self) -> None:
         """Store what the writer has not yet stored, in one transaction."""
@@ -218,7 +224,15 @@ class RunHub:
             marks.append((r, last, done))
         if not new and not progress:
             return
-        await store.write(self.pool, new, progress)
+        try:
+            await store.write(self.pool, new, progress)
+        except (AgentChatError, psycopg.Error) as e:
+            if isinstance(e, AgentChatError) and e.code is ErrorCode.STORAGE_UNAVAILABLE:
+                raise  # an outage: the writer keeps the events and tries again
+            # Rows that can never be stored (e.g. the conversation was pruned meanwhile):
+            # dropped rather than retried forever. The live streams go on from memory.
+            log.error("dropping a batch of run events that cannot be stored: %s",
+                      type(e).__name__)
         for r in runs:
             r.recorded = True
         for r, last, done in marks:
