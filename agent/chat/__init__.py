@@ -1,8 +1,13 @@
 """The `/chat` endpoint: one submit, from its inputs to the events the client sees.
 
     blocks.py   the Gradio Blocks mounted at /api/agent/gradio: the `/chat` API and the page
-    stream.py   run_chat: parse, authenticate, limit, submit, then the turn's events
-    service.py  ChatService: the conversation, the multi-tab lease, which kind of submit
+    stream.py   run_chat: parse, authenticate, limit, submit or join, then follow the run
+    service.py  ChatService: the conversation, the tab's lease (Stop then send), which kind
+                of submit
+    events.py   the events as ChatMessage dicts (to_message) and the text coalescing
+    runs.py     RunHub: each submit's run, its events in memory and in PostgreSQL (one writer
+                per replica), heartbeats, RUN_LOST, AGENT_SATURATED
+    join.py     action "join": a run's events after last_seq, then live (LISTEN or polling)
     inputs.py   the seven inputs and their limits (docs/protocol.md §1)
     uploads.py  files only from Gradio's uploads, and the guard on its upload and file routes
     limits.py   per-user limits (RATE_LIMITED)

@@ -8,6 +8,8 @@
   append, closing the calls left running.
 - `confirmations.py` (confirmations): the cards, pending and resolved.
 - `leases.py` (leases): the multi-tab gate, and the owner's lease for `/active`.
+- `runs.py` (runs, run_events): a run's events in batches with NOTIFY, heartbeats, marking
+  runs lost (with their RUN_LOST event and failed turn), the owner's run for a join.
 - `history.py` (reads messages, turns, tool_calls, confirmations): history pages and which
   message each card hangs on.
 - `store.py`: only re-exports `STORAGE_ERRORS` for `agent/main.py`.
