@@ -27,7 +27,7 @@ from testkit.chart import (
 MATRIX = matrix()
 # Kinds whose schemas are not Kubernetes': ours (checked against the CRD) and the Prometheus
 # Operator's ServiceMonitor (checked structurally below).
-CUSTOM_KINDS = {"AgentChat", "ServiceMonitor"}
+CUSTOM_KINDS = {"AgentChat", "ServiceMonitor", "KopfPeering"}
 
 
 def test_matrix_covers_the_cases_the_chart_promises() -> None:

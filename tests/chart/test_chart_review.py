@@ -253,14 +253,20 @@ def test_helm_test_reads_readyz_through_the_service() -> None:
 def test_operator_rbac_is_namespaced_and_minimal() -> None:
     docs = render(DEFAULT)
     assert by_kind(docs, "ClusterRole") == [] and by_kind(docs, "ClusterRoleBinding") == []
-    role = one(docs, "Role")
+    role = one(docs, "Role", "-operator")
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         assert "delete" not in rule["verbs"]
-    binding = one(docs, "RoleBinding")
+        if {"secrets", "configmaps"} & set(rule["resources"]):
+            # Nothing lists or watches Secrets; get and patch only by name.
+            assert not {"list", "watch"} & set(rule["verbs"]), rule
+            if set(rule["verbs"]) - {"create"}:
+                assert rule.get("resourceNames"), rule
+        if rule["resources"] == ["events"]:
+            assert rule["verbs"] == ["create"]
+    binding = one(docs, "RoleBinding", "-operator")
     operator_pod = one(docs, "Deployment", "-operator")["spec"]["template"]["spec"]
     assert binding["subjects"][0]["name"] == operator_pod["serviceAccountName"]
-    assert one(docs, "Deployment", "-operator")["spec"]["strategy"]["type"] == "Recreate"
     agent_pod = one(docs, "Deployment", "-agent")["spec"]["template"]["spec"]
     assert agent_pod["automountServiceAccountToken"] is False
     off = render(MATRIX["operator-off"])

@@ -258,3 +258,26 @@ exec:
     - "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{{ .port }}{{ .path }}', timeout={{ .probe.timeoutSeconds | default 1 }})"
 {{ toYaml .probe }}
 {{- end }}
+
+{{/*
+agentchat.operatorObjects: the Secrets and ConfigMap the operator writes, as YAML
+{signingKeys, jwksSecret, jwksConfigMap, serviceToken}: NAME-… or agentChat.spec.names. The
+operator's Role grants exactly these names.
+*/}}
+{{- define "agentchat.operatorObjects" -}}
+{{- $name := include "agentchat.fullname" . }}
+{{- $n := .Values.agentChat.spec.names | default dict }}
+signingKeys: {{ $n.signingKeysSecret | default (printf "%s-signing-keys" $name) }}
+jwksSecret: {{ $n.jwksSecret | default (printf "%s-jwks" $name) }}
+jwksConfigMap: {{ $n.jwksConfigMap | default (printf "%s-jwks" $name) }}
+serviceToken: {{ $n.serviceTokenSecret | default (printf "%s-service-token" $name) }}
+{{- end }}
+
+{{/*
+agentchat.nativeSidecar: "true" when the policy sidecar runs as a native sidecar: asked for
+(sidecar.native) and the cluster has them (Kubernetes 1.29+, from Capabilities; `helm
+template` takes --kube-version).
+*/}}
+{{- define "agentchat.nativeSidecar" -}}
+{{- if and .Values.sidecar.native (semverCompare ">=1.29-0" .Capabilities.KubeVersion.Version) }}true{{- end }}
+{{- end }}
