@@ -1,8 +1,10 @@
 """Status helpers: Kubernetes-style conditions and timestamps.
 
-Each timer writes only its own sections of `status` and its own conditions, merged into the
-list it last saw; `Ready` is derived (keys and token in order), so a lost race between the two
-timers heals on the next tick.
+Conditions are patched per key: each timer writes its own conditions into the map
+`status.conditionsByType` (a merge patch touches only those keys, so one timer never puts back
+a stale copy of the other's), and only the rotate timer writes the Kubernetes-style list
+`status.conditions`, rebuilt from that map. The list may lag the map by one tick; the map never
+regresses. `Ready` is derived (keys and token in order).
 """
 
 from __future__ import annotations
@@ -33,11 +35,28 @@ def condition(type_: str, ok: bool, reason: str, message: str, now: float) -> di
             "message": message, "lastTransitionTime": iso(now)}
 
 
+def current_conditions(status: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """type -> condition: the list, overridden per key by the map (always the fresher)."""
+    status = status or {}
+    out = {cond.get("type"): dict(cond) for cond in status.get("conditions") or []}
+    by_type = status.get("conditionsByType")
+    if isinstance(by_type, Mapping):
+        out.update({str(k): dict(v) for k, v in by_type.items() if isinstance(v, Mapping)})
+    return out
+
+
+def own_conditions(status: Mapping[str, Any] | None, new: list[dict[str, Any]],
+                   now: float) -> dict[str, dict[str, Any]]:
+    """`new` (and Ready) as they go into `status.conditionsByType`."""
+    types = {cond["type"] for cond in new} | {c.READY}
+    return {x["type"]: x for x in merge_conditions(status, new, now) if x["type"] in types}
+
+
 def merge_conditions(status: Mapping[str, Any] | None, new: list[dict[str, Any]],
                      now: float) -> list[dict[str, Any]]:
     """The condition list with `new` applied; a condition keeps its lastTransitionTime while
     its status stays the same. `Ready` follows KeysRotated and TokenFresh."""
-    old = {cond.get("type"): dict(cond) for cond in (status or {}).get("conditions") or []}
+    old = current_conditions(status)
     for cond in new:
         prev = old.get(cond["type"])
         if prev and prev.get("status") == cond["status"]:

@@ -21,7 +21,7 @@ from agentchat.operator.kube import Kube, KubeError, as_body
 from agentchat.operator.pruning import PrunerBusy, Retention, prune
 from agentchat.operator.settings import OperatorSettings
 from agentchat.operator.spec import AgentChatSpec, effective_spec
-from agentchat.operator.status import condition, iso, merge_conditions, parse_iso
+from agentchat.operator.status import condition, current_conditions, iso, own_conditions, parse_iso
 
 
 class NoDatabase(LocalError):
@@ -76,7 +76,7 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
         # A configuration gap, not an outage: report it once and look again next interval.
         memo["prune_next_at"] = now + ck.interval_seconds
         patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
-        prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.PRUNED) or {}
+        prev = current_conditions(status).get(c.PRUNED) or {}
         reason = type(e).__name__
         if prev.get("reason") != reason or prev.get("message") != str(e):
             kopf.warn(as_body(body), reason="PruneFailed", message=str(e))
@@ -171,5 +171,6 @@ async def _drop_pool(memo: kopf.Memo) -> None:
 
 def _conditions(patch: kopf.Patch, status: dict[str, Any], ok: bool, reason: str,
                 message: str, now: float) -> None:
-    patch.status["conditions"] = merge_conditions(
-        status, [condition(c.PRUNED, ok, reason, message, now)], now)
+    # Only its own key: the rotate timer rebuilds the list (operator/status.py).
+    by_type = own_conditions(status, [condition(c.PRUNED, ok, reason, message, now)], now)
+    patch.status["conditionsByType"] = {c.PRUNED: by_type[c.PRUNED]}

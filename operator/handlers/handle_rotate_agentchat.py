@@ -36,7 +36,14 @@ from agentchat.operator.rotation import (
 )
 from agentchat.operator.settings import OperatorSettings
 from agentchat.operator.spec import AgentChatSpec, InvalidSpec, Names, effective_spec
-from agentchat.operator.status import condition, iso, merge_conditions, parse_iso
+from agentchat.operator.status import (
+    condition,
+    current_conditions,
+    iso,
+    merge_conditions,
+    own_conditions,
+    parse_iso,
+)
 from agentchat.operator.tokens import read_claims, renewal_reason
 
 EVENT_REASONS = {"created": "KeyCreated", "published": "KeyPublished",
@@ -75,7 +82,7 @@ def _spec_condition(body: kopf.Body, status: dict[str, Any], error: InvalidSpec 
     if error is None:
         return condition(c.SPEC_VALID, True, "SpecAccepted", "the spec is in effect", now)
     message = f"{error}; acting on the last good spec"
-    prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.SPEC_VALID) or {}
+    prev = current_conditions(status).get(c.SPEC_VALID) or {}
     if prev.get("status") != "False" or prev.get("message") != message:
         kopf.warn(as_body(body), reason="InvalidSpec", message=message)
     return condition(c.SPEC_VALID, False, "InvalidSpec", message, now)
@@ -222,7 +229,7 @@ def _write_status(patch: kopf.Patch, status: dict[str, Any], plan: Plan,
         "expiresAt": iso(claims["exp"]), "refreshAt": iso(refresh_at),
     }
     message = "; ".join(f"{s}: {', '.join(v)}" for s, v in by_stage.items() if v)
-    patch.status["conditions"] = merge_conditions(status, [
+    _set_conditions(patch, status, [
         condition(c.KEYS_ROTATED, True, "KeysPublished", message, now),
         condition(c.TOKEN_FRESH, True, "TokenValid",
                   f"expires {iso(claims['exp'])}, renewed from {iso(refresh_at)}", now),
@@ -233,7 +240,7 @@ def _write_status(patch: kopf.Patch, status: dict[str, Any], plan: Plan,
 def _fail(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any], reason: str,
           message: str, now: float, spec_valid: dict[str, Any] | None = None) -> None:
     """Conditions false with the reason; an Event only when the failure is new."""
-    prev = {x.get("type"): x for x in status.get("conditions") or []}.get(c.KEYS_ROTATED)
+    prev = current_conditions(status).get(c.KEYS_ROTATED)
     if not prev or prev.get("reason") != reason or prev.get("message") != message:
         kopf.warn(as_body(body), reason=reason, message=message)
     # The token already minted stays usable until it expires; say so rather than alarm.
@@ -244,6 +251,13 @@ def _fail(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any], reason: st
              else condition(c.TOKEN_FRESH, False, reason, message, now))
     spec = spec_valid or (condition(c.SPEC_VALID, False, reason, message, now)
                           if reason == "InvalidSpec" else None)
-    patch.status["conditions"] = merge_conditions(status, [
+    _set_conditions(patch, status, [
         condition(c.KEYS_ROTATED, False, reason, message, now), token,
         *([spec] if spec else [])], now)
+
+
+def _set_conditions(patch: kopf.Patch, status: dict[str, Any], new: list[dict[str, Any]],
+                    now: float) -> None:
+    """Ours per key, and the list (this timer is its one writer) rebuilt from the map."""
+    patch.status["conditionsByType"] = own_conditions(status, new, now)
+    patch.status["conditions"] = merge_conditions(status, new, now)

@@ -73,3 +73,24 @@ def test_next_key_never_signs() -> None:
 
     assert jwt.get_unverified_header(token)["kid"] == ring.current().kid
     assert ring.current().kid not in stages(ring)["next"]
+
+
+def test_conditions_are_patched_per_key_and_a_stale_list_never_wins() -> None:
+    """The prune timer writes only conditionsByType.Pruned; the rotate timer, whose view of
+    the list may be a tick old, rebuilds the list from the map, so the newer Pruned stays."""
+    from agentchat.operator import constants as c
+    from agentchat.operator.status import condition, merge_conditions, own_conditions
+
+    old_pruned = condition(c.PRUNED, False, "StorageUnavailable", "down", T0)
+    new_pruned = condition(c.PRUNED, True, "Pruned", "ok", T0 + 20)
+    status = {"conditions": [old_pruned],  # the list as the rotate timer last wrote it
+              "conditionsByType": {c.PRUNED: new_pruned}}  # the pruner's newer key
+    ours = [condition(c.KEYS_ROTATED, True, "KeysPublished", "", T0 + 30),
+            condition(c.TOKEN_FRESH, True, "TokenValid", "", T0 + 30)]
+    listed = {x["type"]: x for x in merge_conditions(status, ours, T0 + 30)}
+    assert listed[c.PRUNED] == new_pruned
+    assert listed[c.READY]["status"] == "True"
+    # What each timer patches into the map: its own keys (and Ready) only.
+    assert set(own_conditions(status, ours, T0 + 30)) == {c.KEYS_ROTATED, c.TOKEN_FRESH,
+                                                            c.READY}
+    assert set(own_conditions(status, [new_pruned], T0 + 30)) == {c.PRUNED, c.READY}
