@@ -53,9 +53,12 @@ test: $(STAMP) $(JS_STAMP) browser
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# SOAK_FAULTS=1: replicas killed and restarted, the sidecar and a private PostgreSQL restarted.
 SOAK_SECONDS ?= 600
+SOAK_USERS ?= 200
 soak: $(STAMP)
-	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS)
+	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS) --users $(SOAK_USERS) \
+		$(if $(filter-out 0 false,$(SOAK_FAULTS)),--faults)
 
 clean:
 	rm -rf $(VENV) .data .cache tests/js/node_modules
