@@ -386,7 +386,7 @@ def test_pre_publication_floor_outside_dev() -> None:
     assert parse_spec(low, dev=True).signing_keys.pre_publication_seconds == 3
     assert parse_spec({"signingKeys": {"prePublicationSeconds": 120}}
                       ).signing_keys.pre_publication_seconds == 120
-    assert parse_spec({}).signing_keys.pre_publication_seconds == 180  # the default passes
+    assert parse_spec({}).signing_keys.pre_publication_seconds == 780  # the default passes
 
 
 def test_chart_values_refuse_a_short_pre_publication() -> None:
