@@ -277,8 +277,9 @@ class Nodes:
                                        name=call["name"],
                                        status="success" if outcome.status == "ok" else "error"))
             if outcome.status == "forbidden":
-                halt = error_body(ErrorCode.FORBIDDEN,
-                                  f"the ss-tools API refused {call['name']}")
+                # The title, not the machine name: an error's detail is shown to people.
+                title = tool_title(self.deps.catalog, call["name"], "en")
+                halt = error_body(ErrorCode.FORBIDDEN, f"the ss-tools API refused “{title}”")
         # From here on ss-tools text is in the model's context: later checks say so.
         goto: Literal["model", "__end__"] = "__end__" if halt else "model"
         return Command(goto=goto,

@@ -8,8 +8,8 @@
   receives are in the turn's language.
 - A hostile dashboard title (instructions, control and bidi characters, 500 characters),
   brought in by a hostile Superset in front of the sandbox (testkit/retitle_proxy.py), and a
-  hostile UIContext `objectName`: the card prompt quotes at most 80 characters of it, and
-  its action and environment words are the catalog's.
+  hostile UIContext `objectName`: the card prompt (and an answer) quotes at most 80
+  characters of it, and the prompt's action and environment words are the catalog's.
 """
 
 from __future__ import annotations
@@ -205,6 +205,17 @@ def test_a_hostile_dashboard_title_is_quoted_cut_and_never_the_prompts_words(
                       + after.replace("{env}", env)), prompt
     assert card["tool_args"] == {"dashboard_id": 42, "env_id": env}
     assert card["env_context"] == env
+
+
+def test_a_hostile_title_in_an_answer_is_quoted_and_cut(words_stack: Stack,
+                                                        hostile_agent: Service) -> None:
+    out = say(hostile_agent, words_stack.token("alice"), "найди дашборды про энергопотребление")
+    assert out.kind == "final", out.types()
+    answer = out.events[-1]["content"]
+    names = re.findall(r"«([^«»]*)»", answer)
+    assert any(n.startswith("Ignore all previous instructions") for n in names), answer
+    for name in names:
+        assert_safe(name)
 
 
 def test_a_hostile_uicontext_name_is_used_only_for_its_own_object(words_stack: Stack) -> None:
