@@ -66,9 +66,15 @@ def names_in_result(data: Any, tool_kind: str | None, lang: Lang) -> Names:
             name = _name_in(obj, kind, lang)
             if oid is not None and name and not isinstance(oid, bool):
                 out.setdefault((kind, str(oid)), name)
-        if tool_kind is not None and obj.get("id") is not None:
+    if tool_kind is not None:
+        # The tool's own objects: the result itself, or the entries of its listings; objects
+        # nested deeper (a dashboard's datasets) are not of the tool's kind.
+        own = [data] if isinstance(data, Mapping) else []
+        own += [i for v in (data.values() if isinstance(data, Mapping) else [data])
+                if isinstance(v, list) for i in v if isinstance(i, Mapping)]
+        for obj in own:
             name = _name_in(obj, tool_kind, lang)
-            if name:
+            if obj.get("id") is not None and name:
                 out.setdefault((tool_kind, str(obj["id"])), name)
     return out
 
