@@ -107,10 +107,12 @@ async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
             yield message
         return
     assert row is not None
-    if last_seq > row["last_seq"] and row["status"] != "running":
-        if row["status"] != "lost":
-            raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
-        last_seq = row["last_seq"] - 1  # it died after what the client saw: say so
+    if row["status"] == "lost" and last_seq >= row["last_seq"]:
+        # Its RUN_LOST took the seq after the last one stored, which the client may already
+        # have had (the dead replica sent events it never stored): say so all the same.
+        last_seq = row["last_seq"] - 1
+    elif last_seq > row["last_seq"] and row["status"] != "running":
+        raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
     if last_seq < row["first_kept_seq"] - 1:
         raise AgentChatError(ErrorCode.JOIN_EXPIRED,
                              "those events are no longer kept; reload the history")
@@ -137,9 +139,14 @@ async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: s
         if state is None:  # pruned with its conversation
             raise AgentChatError(ErrorCode.NO_RUN, "the run is gone")
         if state["status"] != "running":
-            if cursor >= state["last_seq"]:
-                return
-            continue  # its last events were stored with the status: read them
+            if cursor < state["last_seq"]:
+                continue  # its last events were stored with the status: read them
+            if state["status"] == "lost":
+                # Marked lost while we followed it, at a seq the client already had (events
+                # its replica sent but never stored): its RUN_LOST is still this stream's end.
+                for r in await store.events_after(pool, run_id, state["last_seq"] - 1):
+                    yield r["event"]
+            return
         if state["stale"]:
             await hub.mark_lost()
             continue
