@@ -44,7 +44,7 @@ class AgentSettings(SelectionSettings):
     planner_token_delay_s: float = 0.0
     # GET /api/agent/llm-status answers from a probe at most this old (one outbound call per
     # interval however many ask; /readyz shares it).
-    llm_status_cache_s: float = Field(default=30.0, ge=0)
+    llm_status_cache_s: float = Field(default=60.0, ge=0)
 
     # Streaming: text is coalesced into one stream_token at most every this many seconds.
     flush_interval_s: float = 0.05

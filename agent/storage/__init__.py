@@ -22,6 +22,6 @@ turn's own writes then use the id that check returned. Rows are plain dicts; key
 go in and out (the API encodes them). The per-conversation advisory lock is
 `agentchat.db.conversation_lock` (the pruner shares it).
 
-Imports: psycopg, `agentchat.errors` and each other only; nothing from `chat/`, `graph/` or
-`api/`.
+Imports: psycopg, `agentchat.errors`, `agentchat.db`'s conversation lock and each other
+only; nothing from `chat/`, `graph/` or `api/`.
 """

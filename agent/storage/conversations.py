@@ -12,7 +12,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from agentchat.agent.storage.db import Db, Row, execute, fetch_all, fetch_one, not_found
+from agentchat.agent.storage.db import Db, Row, connection, execute, fetch_all, fetch_one, not_found
+from agentchat.db import conversation_lock
 
 # Titles come from the first user message, cut to this many characters (a conversation
 # started by /chat, an untitled one named by its first message, the REST append alike).
@@ -98,11 +99,20 @@ async def rename_conversation(db: Db, *, owner: str, conversation_id: str, title
 
 
 async def archive_conversation(db: Db, *, owner: str, conversation_id: str) -> Row:
-    return await _owned(db, ARCHIVE, owner=owner, conversation_id=conversation_id)
+    return await _owned_locked(db, ARCHIVE, owner=owner, conversation_id=conversation_id)
 
 
 async def restore_conversation(db: Db, *, owner: str, conversation_id: str) -> Row:
-    return await _owned(db, RESTORE, owner=owner, conversation_id=conversation_id)
+    return await _owned_locked(db, RESTORE, owner=owner, conversation_id=conversation_id)
+
+
+async def _owned_locked(db: Db, sql: str, *, owner: str, conversation_id: str) -> Row:
+    """`_owned` under the conversation's lock: the pruner decides and deletes under the same
+    lock, so an archive or restore is wholly before a prune's check or after its delete."""
+    if not storable_id(conversation_id):
+        raise not_found()
+    async with connection(db) as conn, conversation_lock(conn, conversation_id):
+        return await _owned(conn, sql, owner=owner, conversation_id=conversation_id)
 
 
 async def set_title_if_empty(db: Db, conversation_id: str, text: str) -> None:
