@@ -336,3 +336,31 @@ def test_a_replica_sent_sigterm_finishes_its_run_and_takes_no_new_one(
     finally:
         leaving.kill()
         leaving_policy.kill()
+
+
+def test_a_run_outliving_the_drain_is_marked_lost_and_retry_completes_it(
+        replicas: tuple[Stack, Service, Service]) -> None:
+    stack, a, _ = replicas
+    leaving, leaving_policy = start_replica(stack, **{**ENV, "AGENTCHAT_AGENT_DRAIN_S": "1"})
+    try:
+        alice = stack.token("alice")
+        tab_id = "tab-" + uuid.uuid4().hex
+        # The tab drops after two events; the run goes on, longer than the 1 s drain.
+        first = say(leaving, alice, {"text": "привет and echo 300 words", "files": [],
+                                     "tab_id": tab_id}, drop_after=2)
+        cid, run_id = first.conversation_id, first.last["run_id"]
+        leaving.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        wait_for(lambda: leaving.proc.poll() is not None,  # type: ignore[union-attr]
+                 "the replica exits after its drain", BOUND_S)
+        # Marked lost at shutdown, not after the heartbeat bound: the joiner knows at once.
+        assert rows(stack.database_url, "SELECT status FROM runs WHERE id=%s", run_id) == [
+            {"status": "lost"}]
+        lost = join(a, alice, cid, run_id, first.last["seq"])
+        assert lost.kind == "error" and lost.last["code"] == "RUN_LOST", lost.types()
+        retried = when_free(lambda: say(a, alice, {"text": "", "files": [], "tab_id": tab_id},
+                                        "retry", cid), timeout=BOUND_S)
+        assert retried.kind == "final", retried.types()
+        assert retried.events[-1]["content"] == final_in_history(a, alice, str(cid))
+    finally:
+        leaving.kill()
+        leaving_policy.kill()
