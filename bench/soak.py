@@ -432,13 +432,15 @@ class User:
         assert self.replicas is not None
         agent = await self.replicas.live(self.other)
         chat = RawChat(agent.url, self.token, self.http)
-        out = await chat.submit(join_message(self.cid, run_id, last_seq), timeout=180)
-        first = None
-        if out.events:
-            first = (out.started + (out.first_token_s or 0.0) - dropped_at) * 1000 \
-                if out.first_token_s is not None and out.events[0]["metadata"].get(
-                    "type") == "stream_token" else (out.started - dropped_at) * 1000
-        return out, first
+        seen: list[float] = []
+
+        def on_event(_out: Outcome) -> None:
+            if not seen:
+                seen.append(time.monotonic())
+
+        out = await chat.submit(join_message(self.cid, run_id, last_seq), timeout=180,
+                                on_event=on_event)
+        return out, ((seen[0] - dropped_at) * 1000 if seen else None)
 
     async def rejoin(self, out: Outcome) -> Outcome:
         """Follow the run whose stream stopped early until its last event; the events seen
