@@ -32,7 +32,7 @@ from agentchat.catalog import Catalog
 from agentchat.db import conversation_lock
 from agentchat.errors import AgentChatError, ErrorCode, TokenError
 from agentchat.identity import Principal, TokenVerifier
-from agentchat.words import turn_language
+from agentchat.words import Lang, as_lang, turn_language
 
 
 class ChatService:
@@ -78,6 +78,11 @@ class ChatService:
             raise AgentChatError(ErrorCode.CONVERSATION_ARCHIVED,
                                  "the conversation is archived; restore it first")
         return str(conv["id"])
+
+    async def conversation_language(self, conversation_id: str) -> Lang:
+        """The language of the conversation's last turn: a resume (`__resume__`) has none."""
+        last = await turn_records.last_turn(self.pool, conversation_id)
+        return as_lang(((last or {}).get("plan") or {}).get("lang"))
 
     async def take_lease(self, conversation_id: str, tab: str) -> None:
         """The multi-tab gate (docs/protocol.md §4): the lease belongs to the user's tab. Taken

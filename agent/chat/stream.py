@@ -52,6 +52,8 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
             # opened, so a refused file leaves nothing behind, not even an empty conversation.
             req.attached = await file_text(service.settings, req.files, principal.sub)
         cid = await service.open_conversation(req, principal)
+        if req.action is not None:
+            lang = await service.conversation_language(cid)
         tab = req.tab_id or session  # without a tab id, the Gradio session stands in
         await service.take_lease(cid, tab)
         turn, run = await service.submit(req, principal, token, cid, tab)
