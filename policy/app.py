@@ -105,7 +105,8 @@ class Sidecar:
     def __init__(self, settings: PolicySettings) -> None:
         self.settings = settings
         self.metrics = PolicyMetrics()
-        self.store = PolicyStore(settings.policy_dir, settings.catalog_path)
+        self.store = PolicyStore(settings.policy_dir, settings.catalog_path,
+                                 settings.policy_tests_dir)
         self.store.listeners.append(self.metrics.on_reload)
         ttl, size = settings.policy_token_cache_s, settings.policy_token_cache_size
         self.service = CachedVerifier(service_verifier(settings), ttl_s=ttl, max_size=size)

@@ -17,6 +17,8 @@ def _settings(args: argparse.Namespace) -> Any:
     overrides: dict[str, Any] = {}
     if getattr(args, "policy_dir", None):
         overrides["policy_dir"] = Path(args.policy_dir)
+    if getattr(args, "tests_dir", None):
+        overrides["policy_tests_dir"] = Path(args.tests_dir)
     if getattr(args, "catalog", None):
         overrides["catalog_path"] = Path(args.catalog)
     return PolicySettings(**overrides)
@@ -46,13 +48,18 @@ def _cmd_test(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     folder = Path(args.dir) if args.dir else settings.policy_dir
+    # A folder given on the command line brings its own tests/ unless --tests-dir says
+    # otherwise; without one, the sidecar's settings (AGENTCHAT_POLICY_TESTS_DIR) apply.
+    tests_dir = (Path(args.tests_dir) if args.tests_dir else None) if args.dir \
+        else settings.policy_tests_dir
     try:
-        snapshot, report = build_snapshot(folder, settings.catalog_path)
+        snapshot, report = build_snapshot(folder, settings.catalog_path, tests_dir)
     except ReloadError as e:
         print(f"policy {folder} does not load:\n{e}", file=sys.stderr)
         return 2
     if not snapshot.source.tests:
-        print(f"warning: {folder} ships no tests/*.yaml", file=sys.stderr)
+        print(f"warning: {tests_dir or folder / 'tests'} holds no *.yaml policy tests",
+              file=sys.stderr)
     source = snapshot.source
     print(f"policy {folder} (revision {snapshot.revision}, {len(source.rules)} rules, "
           f"{len(source.context_rules)} context rules)")
@@ -68,7 +75,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     try:
-        snapshot, _ = build_snapshot(settings.policy_dir, settings.catalog_path)
+        snapshot, _ = build_snapshot(settings.policy_dir, settings.catalog_path,
+                                     settings.policy_tests_dir)
         roles, who = _explained_roles(args, settings, snapshot.environment_set)
     except (TokenError, ReloadError) as e:
         print(e.detail, file=sys.stderr)
@@ -288,10 +296,13 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--policy-dir", help="overrides AGENTCHAT_POLICY_DIR")
+    serve.add_argument("--tests-dir", help="overrides AGENTCHAT_POLICY_TESTS_DIR")
     serve.set_defaults(func=_cmd_serve)
 
     test = sub.add_parser("test", help="run a policy folder's tests/*.yaml (exit 1 on failure)")
     test.add_argument("dir", nargs="?", help="policy folder (default: AGENTCHAT_POLICY_DIR)")
+    test.add_argument("--tests-dir", help="the tests' own folder (default: DIR/tests; without "
+                                          "DIR, AGENTCHAT_POLICY_TESTS_DIR)")
     test.add_argument("--catalog", help="overrides AGENTCHAT_CATALOG_PATH")
     test.set_defaults(func=_cmd_test)
 

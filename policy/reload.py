@@ -1,10 +1,11 @@
 """The serving snapshot and its safe hot reload.
 
-A change in the policy folder or the catalog (a ConfigMap swaps a `..data` symlink, so the
-whole folder changes at once) builds a new snapshot, validates it, runs the policy tests that
-ship in the same folder, and only then swaps one reference. Requests read that reference once,
-so each sees one whole policy. When a step fails, the last good snapshot keeps serving and the
-failure is reported in the log, `/readyz` and the metrics.
+A change in the policy folder, its tests' folder or the catalog (a ConfigMap swaps a `..data`
+symlink, so the whole folder changes at once) builds a new snapshot, validates it, runs the
+policy tests (the folder's tests/, or AGENTCHAT_POLICY_TESTS_DIR), and only then swaps one
+reference. Requests read that reference once, so each sees one whole policy. When a step
+fails, the last good snapshot keeps serving and the failure is reported in the log, `/readyz`
+and the metrics.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from agentchat.catalog import Catalog, load_catalog
 from agentchat.errors import CatalogError, LocalError
 
 from .policy_tests import TestReport, run_policy_tests
-from .rules import PolicyError, read_folder, validate
+from .rules import TESTS_DIR, PolicyError, read_folder, validate
 from .snapshot import Snapshot
 
 log = logging.getLogger("agentchat.policy")
@@ -39,8 +40,10 @@ class ReloadError(LocalError):
 _CATALOGS: dict[str, Catalog] = {}
 
 
-def build_snapshot(policy_dir: Path, catalog_path: Path) -> tuple[Snapshot, TestReport]:
-    """Read, validate and compile a policy folder against a catalog and run its tests."""
+def build_snapshot(policy_dir: Path, catalog_path: Path,
+                   tests_dir: Path | None = None) -> tuple[Snapshot, TestReport]:
+    """Read, validate and compile a policy folder against a catalog and run its tests (from
+    `tests_dir` when given, else the folder's tests/)."""
     try:
         catalog_digest = hashlib.sha256(Path(catalog_path).read_bytes()).hexdigest()
     except OSError as e:
@@ -52,7 +55,7 @@ def build_snapshot(policy_dir: Path, catalog_path: Path) -> tuple[Snapshot, Test
             if len(_CATALOGS) >= 4:
                 _CATALOGS.clear()
             _CATALOGS[catalog_digest] = catalog
-        source = read_folder(policy_dir)
+        source = read_folder(policy_dir, tests_dir=tests_dir)
         validate(source, catalog)
     except (CatalogError, PolicyError) as e:
         raise ReloadError(str(e.detail if isinstance(e, CatalogError) else e)) from None
@@ -77,9 +80,15 @@ class ReloadStatus:
 class PolicyStore:
     """Holds the serving snapshot; `reload()` replaces it only with one that passed every step."""
 
-    def __init__(self, policy_dir: Path, catalog_path: Path) -> None:
+    def __init__(self, policy_dir: Path, catalog_path: Path,
+                 tests_dir: Path | None = None) -> None:
         self.policy_dir = Path(policy_dir)
         self.catalog_path = Path(catalog_path)
+        # The tests' own folder (AGENTCHAT_POLICY_TESTS_DIR), watched like the policy; None:
+        # the policy folder's tests/.
+        self.tests_dir = Path(tests_dir) if tests_dir is not None else None
+        if self.tests_dir == self.policy_dir / TESTS_DIR:
+            self.tests_dir = None
         self.snapshot: Snapshot | None = None
         self.last_error: str | None = None
         self.loaded_at: float | None = None
@@ -98,7 +107,8 @@ class PolicyStore:
         rejected: str | None = None  # the refused edit's revision, when it got that far
         self.last_attempt_at = time.time()
         try:
-            snapshot, report = build_snapshot(self.policy_dir, self.catalog_path)
+            snapshot, report = build_snapshot(self.policy_dir, self.catalog_path,
+                                              self.tests_dir)
             if not report.ok:
                 rejected = snapshot.revision
                 raise ReloadError(f"policy tests failed:\n{report.summary()}")
@@ -150,6 +160,8 @@ class PolicyStore:
             "loaded_at": _iso(self.loaded_at),
             "policy_dir": str(self.policy_dir),
             "version": source.version if source is not None else None,
+            "tests_dir": str(self.tests_dir or self.policy_dir / TESTS_DIR),
+            "tests_version": source.tests_version if source is not None else None,
             "files": [{"path": name, "sha256": digest} for name, digest in source.files]
                      if source is not None else [],
             "catalog": {"path": str(self.catalog_path),
@@ -172,9 +184,11 @@ class PolicyStore:
             return await asyncio.to_thread(self.reload)
 
     async def watch(self, stop: asyncio.Event, *, debounce_ms: int, poll_s: float) -> None:
-        """Reload on file events in the policy and catalog folders, and every `poll_s` anyway
-        (a missed event, or a folder that did not exist yet, costs at most that long)."""
+        """Reload on file events in the policy, tests and catalog folders, and every `poll_s`
+        anyway (a missed event, or a folder that did not exist yet, costs at most that long)."""
         folders = [self.policy_dir, self.catalog_path.parent]
+        if self.tests_dir is not None:
+            folders.append(self.tests_dir)
         while not stop.is_set():
             existing = [f for f in folders if f.exists()]
             try:

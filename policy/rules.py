@@ -1,8 +1,10 @@
 """Reading a policy folder: the Casbin model, the policy lines and the shipped policy tests.
 
 A folder holds `model.conf`, `policy.csv` and `tests/*.yaml` (a ConfigMap in a cluster, so the
-files are symlinks into a `..data` folder that kubelet swaps atomically). Lines are parsed with
-pycasbin's own parser, so the snapshot and the `enforce()` reference read the same rules.
+files are symlinks into a `..data` folder that kubelet swaps atomically). The tests may come
+from a folder of their own instead (a second ConfigMap: adding a test leaves the pod as it is).
+Lines are parsed with pycasbin's own parser, so the snapshot and the `enforce()` reference read
+the same rules.
 
 The snapshot implements exactly one model (`SUPPORTED_MODEL`); any other matcher or effect is
 refused at load, because the compiled snapshot would silently disagree with Casbin.
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from casbin.model import Model
 from casbin.persist.adapter import load_policy_line
@@ -88,6 +92,9 @@ m = g(r.sub, p.sub) && (p.dom == "*" || r.dom == p.dom) && \
 """
 
 
+T = TypeVar("T")
+
+
 class PolicyError(LocalError):
     """A policy folder cannot become a snapshot; the message names the file and line."""
 
@@ -139,6 +146,10 @@ class PolicySource:
     # folder `..data` pointed at (None for a plain folder). `GET /v1/policy` shows both.
     files: tuple[tuple[str, str], ...] = ()
     version: str | None = None
+    # The tests' own folder when they come from a second ConfigMap (None: `folder/tests`),
+    # and the version its `..data` pointed at.
+    tests_folder: Path | None = None
+    tests_version: str | None = None
 
 
 def _model_sections(text: str) -> dict[str, str]:
@@ -237,33 +248,62 @@ def _version_root(folder: Path) -> Path:
     return Path(os.path.realpath(data)) if data.is_symlink() else folder
 
 
-def _read_texts(root: Path) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+def _read_tests(test_dir: Path) -> tuple[tuple[str, str], ...]:
+    return tuple((p.name, p.read_text(encoding="utf-8"))
+                 for p in sorted(test_dir.glob("*.yaml"))) if test_dir.is_dir() else ()
+
+
+def _read_texts(root: Path, own_tests: bool) -> tuple[str, str, tuple[tuple[str, str], ...]]:
     model_text = (root / MODEL_FILE).read_text(encoding="utf-8")
     policy_text = (root / POLICY_FILE).read_text(encoding="utf-8")
-    test_dir = root / TESTS_DIR
-    tests = tuple((p.name, p.read_text(encoding="utf-8"))
-                  for p in sorted(test_dir.glob("*.yaml"))) if test_dir.is_dir() else ()
-    return model_text, policy_text, tests
+    return model_text, policy_text, _read_tests(root / TESTS_DIR) if own_tests else ()
 
 
-def read_folder(folder: Path | str, attempts: int = 5) -> PolicySource:
-    """Read a policy folder; the revision is a digest of every file it holds."""
-    folder = Path(folder)
+def _consistent(folder: Path, read: Callable[[Path], T], attempts: int,
+                what: str) -> tuple[T, Path]:
+    """`read(root)` from one version of a ConfigMap folder, read again when kubelet swapped
+    `..data` meanwhile: what was read, and the version root it came from."""
     for attempt in range(attempts):
         root = _version_root(folder)
         try:
-            model_text, policy_text, tests = _read_texts(root)
+            texts = read(root)
         except OSError as e:
             if _version_root(folder) != root and attempt + 1 < attempts:
                 continue  # swapped (and the old version deleted) while reading: read again
-            raise PolicyError(f"{folder}: cannot read the policy: {e.strerror}: "
+            raise PolicyError(f"{folder}: cannot read the {what}: {e.strerror}: "
                               f"{e.filename}") from None
         except UnicodeDecodeError as e:
             raise PolicyError(f"{folder}: not UTF-8 text: {e.reason}") from None
         if _version_root(folder) == root:
-            break  # nothing swapped while reading: one consistent version
-    else:
-        raise PolicyError(f"{folder}: kept changing while being read")
+            return texts, root  # nothing swapped while reading: one consistent version
+    raise PolicyError(f"{folder}: kept changing while being read")
+
+
+def _read_tests_folder(root: Path) -> tuple[tuple[str, str], ...]:
+    if not root.is_dir():  # named on purpose: its absence is an error, never "no tests"
+        raise FileNotFoundError(2, "No such folder", str(root))
+    return _read_tests(root)
+
+
+def read_folder(folder: Path | str, attempts: int = 5, *,
+                tests_dir: Path | str | None = None) -> PolicySource:
+    """Read a policy folder; the revision is a digest of every file it holds.
+
+    The tests come from the folder's `tests/`, or from `tests_dir` when given (a second
+    ConfigMap, AGENTCHAT_POLICY_TESTS_DIR). Each folder is read from one version of its own.
+    The tests keep their names `tests/NAME.yaml` either way, so the same files give the same
+    revision wherever they are mounted."""
+    folder = Path(folder)
+    tests_folder = Path(tests_dir) if tests_dir is not None else None
+    if tests_folder == folder / TESTS_DIR:
+        tests_folder = None  # the default, read with the policy from the same version
+    (model_text, policy_text, tests), root = _consistent(
+        folder, lambda r: _read_texts(r, tests_folder is None), attempts, "policy")
+    tests_version: str | None = None
+    if tests_folder is not None:
+        tests, tests_root = _consistent(tests_folder, _read_tests_folder, attempts,
+                                        "policy tests")
+        tests_version = tests_root.name if tests_root != tests_folder else None
     contexts = check_model(model_text, str(folder / MODEL_FILE))
     lines = parse_lines(policy_text, str(folder / POLICY_FILE), contexts=contexts)
     digest = hashlib.sha256()
@@ -274,7 +314,8 @@ def read_folder(folder: Path | str, attempts: int = 5) -> PolicySource:
         *((f"{TESTS_DIR}/{n}", t) for n, t in tests)))
     return PolicySource(folder, model_text, lines.rules, lines.roles, lines.groups, tests,
                         digest.hexdigest()[:16], lines.order, lines.context_rules, contexts,
-                        files, root.name if root != folder else None)
+                        files, root.name if root != folder else None, tests_folder,
+                        tests_version)
 
 
 def catalog_groups(catalog: Catalog) -> tuple[tuple[str, str], ...]:

@@ -15,6 +15,9 @@ class PolicySettings(SharedSettings):
 
     # model.conf, policy.csv and tests/*.yaml (a ConfigMap mounted at /etc/agentchat/policy).
     policy_dir: Path = PACKAGE_DATA / "policy"
+    # The policy tests' own folder (*.yaml; a second ConfigMap, mounted whole, so adding a
+    # test changes only that ConfigMap, not the pod). Unset: `policy_dir/tests`.
+    policy_tests_dir: Path | None = None
     # Loopback only: the agent in the same pod is the sidecar's one client.
     policy_host: str = "127.0.0.1"
     policy_port: int = 8181

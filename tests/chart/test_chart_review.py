@@ -114,10 +114,14 @@ def test_agent_pod_mounts_follow_the_runtime_contract() -> None:
     assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}
     # The signing keys (private) are never in the agent pod.
     assert not any("signing-keys" in str(v) for v in pod["volumes"])
-    # The policy folder keeps its tests/ subfolder.
-    items = {i["path"] for i in volumes["policy"]["configMap"]["items"]}
-    assert {"model.conf", "policy.csv", "tests/roles.yaml"} <= items
+    # The policy and its tests: two ConfigMaps mounted whole (no items), the tests in the
+    # sidecar only, at AGENTCHAT_POLICY_TESTS_DIR.
+    assert volumes["policy"]["configMap"] == {"name": "t-agentchat-policy"}
+    assert volumes["policy-tests"]["configMap"] == {"name": "t-agentchat-policy-tests"}
+    assert policy["/etc/agentchat/policy-tests"]["name"] == "policy-tests"
+    assert "/etc/agentchat/policy-tests" not in agent
     env = one(docs, "ConfigMap", "-env")["data"]
+    assert env["AGENTCHAT_POLICY_TESTS_DIR"] == "/etc/agentchat/policy-tests"
     assert env["AGENTCHAT_CATALOG_PATH"] == "/etc/agentchat/catalog/catalog.yaml"
     assert env["AGENTCHAT_POLICY_DIR"] == "/etc/agentchat/policy"
     assert env["AGENTCHAT_SERVICE_JWKS_PATH"] == "/etc/agentchat/jwks/jwks.json"
@@ -312,7 +316,11 @@ def test_configmaps_carry_the_files_exactly() -> None:
     assert yaml.safe_load(catalog) == yaml.safe_load(
         (ROOT / "agentchat/data/catalog.yaml").read_text())
     policy = one(docs, "ConfigMap", "-policy")["data"]
-    for path in (ROOT / "agentchat/data/policy").rglob("*"):
+    tests = one(docs, "ConfigMap", "-policy-tests")["data"]
+    source = ROOT / "agentchat/data/policy"
+    assert set(policy) == {p.name for p in source.iterdir() if p.is_file()}
+    assert set(tests) == {p.name for p in (source / "tests").iterdir()}
+    for path in source.rglob("*"):
         if path.is_file():
-            key = str(path.relative_to(ROOT / "agentchat/data/policy")).replace("/", "_")
-            assert _normalized(policy[key]) == _normalized(path.read_text()), key
+            data = tests if path.parent.name == "tests" else policy
+            assert _normalized(data[path.name]) == _normalized(path.read_text()), path.name

@@ -193,16 +193,14 @@ agentchat.ssToolsUrl: the ss-tools API base URL; the sandbox Service when the de
 {{- end }}
 
 {{/*
-agentchat.policyFiles: the policy folder as a dict of ConfigMap key -> content. The shipped
-policy (files/policy, a copy of agentchat/data/policy) with the inline values laid over it.
-Tests (tests/NAME.yaml) become keys "tests_NAME.yaml": ConfigMap keys cannot hold "/", and the
-volume's items put them back under tests/.
+agentchat.policyFiles: the policy folder without its tests (model.conf, policy.csv) as a dict of
+ConfigMap key -> content: the shipped policy (files/policy, a copy of agentchat/data/policy) with
+the inline values laid over it.
 */}}
 {{- define "agentchat.policyFiles" -}}
 {{- $files := dict }}
-{{- range $path, $_ := .Files.Glob "files/policy/**" }}
-{{- $rel := trimPrefix "files/policy/" $path }}
-{{- $_ := set $files (replace "/" "_" $rel) ($.Files.Get $path) }}
+{{- range $path, $_ := .Files.Glob "files/policy/*" }}
+{{- $_ := set $files (base $path) ($.Files.Get $path) }}
 {{- end }}
 {{- with .Values.policy.model }}
 {{- $_ := set $files "model.conf" . }}
@@ -210,26 +208,47 @@ volume's items put them back under tests/.
 {{- with .Values.policy.rules }}
 {{- $_ := set $files "policy.csv" . }}
 {{- end }}
-{{- range $name, $content := .Values.policy.tests }}
-{{- $_ := set $files (printf "tests_%s" $name) $content }}
-{{- end }}
 {{- toYaml $files }}
 {{- end }}
 
 {{/*
-agentchat.policyItems: the volume items that map the policy ConfigMap's keys back to paths.
+agentchat.policyTests: the policy tests as a dict of file name -> content (the keys of the tests
+ConfigMap): the shipped files/policy/tests with policy.tests laid over them.
+*/}}
+{{- define "agentchat.policyTests" -}}
+{{- $tests := dict }}
+{{- range $path, $_ := .Files.Glob "files/policy/tests/*.yaml" }}
+{{- $_ := set $tests (base $path) ($.Files.Get $path) }}
+{{- end }}
+{{- range $name, $content := .Values.policy.tests }}
+{{- $_ := set $tests $name $content }}
+{{- end }}
+{{- toYaml $tests }}
+{{- end }}
+
+{{/*
+agentchat.policyTestsConfigMap: the ConfigMap of the policy tests, mounted whole (no items) at
+/etc/agentchat/policy-tests (AGENTCHAT_POLICY_TESTS_DIR), so a new test file changes that
+ConfigMap and never the pod template. Empty when the tests are in policy.existingConfigMap
+(its tests/ folder, through policy.existingConfigMapItems).
+*/}}
+{{- define "agentchat.policyTestsConfigMap" -}}
+{{- if .Values.policy.existingTestsConfigMap }}
+{{- .Values.policy.existingTestsConfigMap }}
+{{- else if not .Values.policy.existingConfigMap }}
+{{- printf "%s-policy-tests" (include "agentchat.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.policyItems: the volume items of an existing policy ConfigMap
+(policy.existingConfigMapItems); the chart's own has its files at the root and needs none.
 */}}
 {{- define "agentchat.policyItems" -}}
 {{- if .Values.policy.existingConfigMap }}
 {{- with .Values.policy.existingConfigMapItems }}
 items:
   {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- else }}
-items:
-{{- range $key, $_ := (include "agentchat.policyFiles" . | fromYaml) }}
-  - key: {{ $key | quote }}
-    path: {{ regexReplaceAll "^tests_" $key "tests/" | quote }}
 {{- end }}
 {{- end }}
 {{- end }}

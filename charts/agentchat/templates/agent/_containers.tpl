@@ -31,6 +31,9 @@ volumeMounts:
   - {name: tmp, mountPath: /tmp}
   - {name: catalog, mountPath: /etc/agentchat/catalog, readOnly: true}
   - {name: policy, mountPath: /etc/agentchat/policy, readOnly: true}
+  {{- if include "agentchat.policyTestsConfigMap" . }}
+  - {name: policy-tests, mountPath: /etc/agentchat/policy-tests, readOnly: true}
+  {{- end }}
   - {name: jwks, mountPath: /etc/agentchat/jwks, readOnly: true}
   {{- if include "agentchat.hasUserJwks" . }}
   - {name: user-jwks, mountPath: /etc/agentchat/user-jwks, readOnly: true}
