@@ -248,8 +248,11 @@ class RunHub:
     async def mark_lost(self, run_ids: list[str] | None = None) -> list[str]:
         """Runs without a heartbeat (or exactly `run_ids`) become lost; their ids."""
         content, detail = lost_event_texts()
+        # Our own live runs are alive whatever their heartbeat says (an outage just ended).
+        keep = [] if run_ids is not None else list(self.live)
         rows = await store.mark_lost(self.pool, lost_s=self.settings.run_lost_s,
-                                     content=content, detail=detail, run_ids=run_ids)
+                                     content=content, detail=detail, run_ids=run_ids,
+                                     keep=keep)
         if rows:
             log.warning("marked %s runs lost", len(rows))
         return [str(r["id"]) for r in rows]

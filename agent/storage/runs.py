@@ -61,13 +61,15 @@ HEARTBEAT = """
 UPDATE runs SET heartbeat_at = now() WHERE id = ANY(%(ids)s) AND status = 'running'
 """
 # Runs without a heartbeat for `lost_s` (or the ids given, at a replica's shutdown) become
-# lost: their RUN_LOST event at the next seq, their turn failed so `retry` completes it, the
-# turn's unfinished calls errors (as the orphan sweep does), and a notification each.
+# lost, except `keep` (the caller's own live runs: after an outage their heartbeats are old
+# although they run on): their RUN_LOST event at the next seq, their turn failed so `retry`
+# completes it, the turn's unfinished calls errors (as the orphan sweep does), a notification
+# each.
 MARK_LOST = """
 WITH lost AS (
     UPDATE runs
        SET status = 'lost', finished_at = now(), last_seq = last_seq + 1
-     WHERE status = 'running'
+     WHERE status = 'running' AND NOT (id = ANY(%(keep)s::text[]))
        AND (CASE WHEN %(ids)s::text[] IS NULL
                  THEN heartbeat_at < now() - make_interval(secs => %(lost_s)s)
                  ELSE id = ANY(%(ids)s::text[]) END)
@@ -179,9 +181,12 @@ async def heartbeat(db: Db, run_ids: list[str]) -> None:
 
 
 async def mark_lost(db: Db, *, lost_s: float, content: str, detail: str,
-                    run_ids: list[str] | None = None) -> list[Row]:
-    """Mark stale runs (or exactly `run_ids`) lost; the rows of those it marked."""
-    return await fetch_all(db, MARK_LOST, {"ids": run_ids, "lost_s": lost_s,
+                    run_ids: list[str] | None = None, keep: list[str] | None = None
+                    ) -> list[Row]:
+    """Mark stale runs (or exactly `run_ids`) lost, never those in `keep`; the rows of those
+    it marked."""
+    return await fetch_all(db, MARK_LOST, {"ids": run_ids, "keep": keep or [],
+                                           "lost_s": lost_s,
                                            "content": content, "detail": detail,
                                            "channel": CHANNEL})
 

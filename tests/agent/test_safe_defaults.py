@@ -110,7 +110,12 @@ def test_agent_without_a_mode_has_no_demo_issuer(stack: Stack) -> None:
     svc.start(timeout=90)
     try:
         config = httpx.get(svc.url + "/api/agent/gradio/config", timeout=10).text
-        assert "Demo user" not in config and "User token" in config
+        # No demo-user picker: no component labelled with that word (the page's translations
+        # carry every word, so the text alone cannot tell), and the token box is there.
+        labels = [str(c.get("props", {}).get("label"))
+                  for c in json.loads(config)["components"]]  # i18n: '__i18n__{... "key": …}'
+        assert not any('"key": "demo_user"' in label for label in labels), labels
+        assert any('"key": "user_token"' in label for label in labels), labels
         # The REST API works with a token from the configured issuer's keys.
         mine = httpx.get(svc.url + "/api/assistant/conversations", timeout=10, headers={
             "Authorization": f"Bearer {stack.token('alice')}"})
