@@ -6,6 +6,7 @@ last event.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +20,8 @@ from agentchat.agent.metrics import EVENTS, FIRST_EVENT
 from agentchat.errors import AgentChatError
 from agentchat.identity import bearer
 from agentchat.words import Lang, turn_language
+
+log = logging.getLogger("agentchat.agent.chat.stream")
 
 
 async def run_chat(service: ChatService, *, message: Any, action: Any, conversation_id: Any,
@@ -68,6 +71,11 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         EVENTS.labels("error").inc()
         yield to_message({"type": "error", "code": str(e.code), "detail": e.detail,
                           "retryable": e.retryable}, seq + 1, cid, "", None, lang)
+    except Exception:  # never a bare Gradio failure: the client gets a code (and no trace)
+        log.exception("a /chat submit failed")
+        EVENTS.labels("error").inc()
+        yield to_message({"type": "error", "code": "INTERNAL", "detail": "internal error",
+                          "retryable": True}, seq + 1, cid, "", None, lang)
     except asyncio.CancelledError:
         # submission.cancel() of the submit's own stream: stop the run now; the turn records
         # the partial answer. (A dropped connection is not a cancel: the run goes on, and a

@@ -34,10 +34,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage, ToolMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
@@ -64,8 +64,24 @@ REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
 EXPIRED = "not run: the confirmation expired"
 
 
+def merge_messages(left: Any, right: Any) -> Any:
+    """`add_messages`, except that removing a message the thread does not have is a no-op.
+
+    A replica killed after a step's task finished but before its checkpoint was saved leaves
+    that task's messages in the live state LangGraph shows (`aget_state`), not in the saved
+    one. A `retry` removes what followed the user's message, those included: add_messages
+    raised, the failed write was stored, and every later read of the thread raised again (the
+    fault soak lost 24 conversations so)."""
+    if isinstance(right, list) and any(isinstance(m, RemoveMessage) for m in right):
+        known = {getattr(m, "id", None) for m in (left if isinstance(left, list) else [left])}
+        right = [m for m in right if not (isinstance(m, RemoveMessage)
+                                          and m.id != REMOVE_ALL_MESSAGES
+                                          and m.id not in known)]
+    return add_messages(left, right)
+
+
 class AgentState(TypedDict, total=False):
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[list[AnyMessage], merge_messages]
     decisions: dict[str, dict[str, Any]]  # call_id -> the sidecar's decision
     approved: list[str]                   # call ids the tools node runs
     approved_keys: dict[str, str]         # call_id -> Idempotency-Key (confirm_id if carded)
