@@ -362,10 +362,7 @@ class User:
                 if resend is None:
                     how = "cancelled_unseen"
                     break
-                await asyncio.sleep(1.0)
-                out = await resend(await self.replicas.live(self.home))
-                books.note(out)
-                self.cid = out.conversation_id or self.cid
+                out = await self.resend(resend)
                 how = "completed_after_resend"
                 continue
             if not terminal(out):
@@ -385,10 +382,7 @@ class User:
                 if resend is None:
                     how = "cancelled_unseen"
                     break
-                await asyncio.sleep(1.0)
-                out = await resend(await self.replicas.live(self.home))
-                books.note(out)
-                self.cid = out.conversation_id or self.cid
+                out = await self.resend(resend)
                 how = "completed_after_resend"
                 continue
             faults.saw(f"{kind}:turn_error:{code}")
@@ -404,6 +398,16 @@ class User:
                                         "types": out.types()[-5:], "last": out.last,
                                         "transport_error": out.transport_error})
         books.turns[how] += 1
+        return out
+
+    async def resend(self, send: Callable[[Service], Awaitable[Outcome]]) -> Outcome:
+        """Send a message refused before its run started (nothing was stored) once more, after
+        a client's back-off, on a live replica."""
+        assert self.replicas is not None
+        await asyncio.sleep(1.0)
+        out = await send(await self.replicas.live(self.home))
+        self.books.note(out)
+        self.cid = out.conversation_id or self.cid
         return out
 
     async def retry(self) -> Outcome:

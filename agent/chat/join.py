@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from agentchat.agent.chat.runs import TERMINAL, RunHub, event_type
+from agentchat.agent.chat.runs import TERMINAL, RunHub, event_type, join_expired
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import conversations
 from agentchat.agent.storage import runs as store
@@ -63,7 +63,7 @@ class RunListener:
                     del self._waiters[run_id]
 
     async def _listen(self) -> None:
-        while self._waiters or not self.connected:
+        while True:  # once opened, kept (one connection per replica), re-opened after a failure
             try:
                 async with await psycopg.AsyncConnection.connect(
                         self.url, **CONNECTION_KWARGS) as conn:
@@ -114,8 +114,7 @@ async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
     elif last_seq > row["last_seq"] and row["status"] != "running":
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
     if last_seq < row["first_kept_seq"] - 1:
-        raise AgentChatError(ErrorCode.JOIN_EXPIRED,
-                             "those events are no longer kept; reload the history")
+        raise join_expired()
     async for message in _follow_stored(hub, listener, pool, str(row["id"]), last_seq):
         yield message
 
@@ -127,8 +126,7 @@ async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: s
         rows = await store.events_after(pool, run_id, cursor)
         for r in rows:
             if r["seq"] != cursor + 1:  # trimmed while we read: the client reloads history
-                raise AgentChatError(ErrorCode.JOIN_EXPIRED,
-                                     "those events are no longer kept; reload the history")
+                raise join_expired()
             cursor = r["seq"]
             yield r["event"]
             if event_type(r["event"]) in TERMINAL:

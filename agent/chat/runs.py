@@ -46,6 +46,11 @@ def lost_event_texts() -> tuple[str, str]:
     return error_text("RUN_LOST", LOST_DETAIL, "ru")
 
 
+def join_expired() -> AgentChatError:
+    return AgentChatError(ErrorCode.JOIN_EXPIRED,
+                          "those events are no longer kept; reload the history")
+
+
 def event_type(message: dict[str, Any]) -> str:
     meta = message.get("metadata") or {}
     return str(meta.get("type") or "final")
@@ -100,8 +105,7 @@ class Run:
         while True:
             changed = self._changed
             if cursor < self.first_seq - 1:
-                raise AgentChatError(ErrorCode.JOIN_EXPIRED,
-                                     "those events are no longer kept; reload the history")
+                raise join_expired()
             for message in self.events[cursor - self.first_seq + 1:]:
                 cursor = message["metadata"]["seq"]
                 yield message
