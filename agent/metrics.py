@@ -1,16 +1,57 @@
-"""Prometheus metrics of the agent (served at /metrics)."""
+"""Prometheus metrics of the agent (served at /metrics).
+
+One catalogue for the whole process, so the chart's dashboard and alert rules have one place to
+read names from. Labels never carry user or conversation ids (cardinality): those belong in the
+traces and the audit trail.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry()
-TURNS = Counter("agentchat_turns_total", "Turns by how they ended", ["status"],
-                registry=REGISTRY)
+
+_FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+_SLOW = (1, 5, 15, 30, 60, 120, 180, 240, 300, 600)
+
+# ---- turns and the stream ----
+TURNS = Counter("agentchat_turns_total", "Turns by how they ended, and the error code if any",
+                ["status", "error_code"], registry=REGISTRY)
 EVENTS = Counter("agentchat_events_total", "Stream events sent, by type", ["type"],
                  registry=REGISTRY)
 ACTIVE_TURNS = Gauge("agentchat_active_turns", "Turns running on this replica",
                      registry=REGISTRY)
+LIVE_RUNS = Gauge("agentchat_live_runs", "Streaming runs live on this replica (the scaling signal)",
+                  registry=REGISTRY)
 FIRST_EVENT = Histogram("agentchat_first_event_seconds", "Submit to first event",
-                        registry=REGISTRY,
-                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+                        registry=REGISTRY, buckets=_FAST)
+FIRST_TOKEN = Histogram("agentchat_first_token_seconds", "Submit to the first answer token (TTFT)",
+                        registry=REGISTRY, buckets=_FAST)
+EVENT_GAP = Histogram("agentchat_event_gap_seconds", "Time between two events of one run",
+                      registry=REGISTRY, buckets=_FAST)
+STREAM_JOINS = Counter("agentchat_stream_joins_total",
+                       "Joins of a run (action: join), by outcome: ok or the error code",
+                       ["outcome"], registry=REGISTRY)
+SATURATED = Counter("agentchat_saturated_total", "Submits refused with AGENT_SATURATED",
+                    registry=REGISTRY)
+
+# ---- confirmation cards ----
+CARDS = Counter("agentchat_cards_total",
+                "Confirmation cards, by outcome: shown, confirmed, denied, expired",
+                ["outcome"], registry=REGISTRY)
+CARD_ANSWER = Histogram("agentchat_card_answer_seconds", "Card shown to answered",
+                        registry=REGISTRY, buckets=_SLOW)
+
+# ---- the policy sidecar, seen from the agent ----
+POLICY_DECISIONS = Counter("agentchat_agent_policy_decisions_total",
+                           "Policy answers the agent got, by outcome: allow, deny, confirm, "
+                           "unavailable", ["outcome"], registry=REGISTRY)
+POLICY_LATENCY = Histogram("agentchat_agent_policy_seconds", "Round trip of one policy check",
+                           registry=REGISTRY, buckets=_FAST)
+
+# ---- tool calls to ss-tools ----
+TOOL_CALLS = Counter("agentchat_tool_calls_total",
+                     "Tool calls, by tool and outcome: ok, error, timeout, refused",
+                     ["tool", "outcome"], registry=REGISTRY)
+TOOL_SECONDS = Histogram("agentchat_tool_call_seconds", "Duration of one tool call to ss-tools",
+                         ["tool"], registry=REGISTRY, buckets=_FAST)

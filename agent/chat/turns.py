@@ -208,7 +208,7 @@ class TurnRunner:
 
     async def _finish(self, turn: Turn, status: str, error_code: str | None = None) -> None:
         turn.status = status
-        TURNS.labels(status).inc()
+        TURNS.labels(status, error_code or "").inc()
         await turn_records.finish_turn(self.pool, turn.turn_id, status, error_code)
         await conversations.touch(self.pool, turn.conversation_id)
 
