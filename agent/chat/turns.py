@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Tool
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
+from opentelemetry import trace
 
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
@@ -30,6 +31,7 @@ from agentchat.agent.storage.db import STORAGE_ERRORS, Db
 from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent.chat.turns")
+TRACER = trace.get_tracer("agentchat.agent")
 END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
 # Model tokens, the tools' own events, and the updates that carry a card's interrupt.
 STREAM_MODES: list[StreamMode] = ["messages", "custom", "updates"]
@@ -107,6 +109,14 @@ class TurnRunner:
                                           self.lease_s)
 
     async def _run(self, turn: Turn) -> None:
+        # The root of the turn's trace: graph nodes, policy checks, cards and tool calls nest
+        # under it. Ids only; never message text or tokens.
+        with TRACER.start_as_current_span("agentchat.turn", attributes={
+                "agentchat.turn_id": turn.turn_id,
+                "agentchat.conversation_id": turn.conversation_id}):
+            await self._run_traced(turn)
+
+    async def _run_traced(self, turn: Turn) -> None:
         beat = asyncio.create_task(self._heartbeat(turn))
         ACTIVE_TURNS.inc()
         try:
