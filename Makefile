@@ -6,9 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 JS_STAMP := tests/js/node_modules/.installed-stamp
+WEB_STAMP := web/node_modules/.installed-stamp
+WEB_BUILT := web/build/.built-stamp
+WEB_SRC := $(shell find web/src web/index.html web/vite.config.ts web/svelte.config.js web/tsconfig.json -type f 2>/dev/null)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint typecheck bench soak install js browser helm clean
+.PHONY: demo test lint typecheck bench soak install js web browser helm clean
 
 install: $(STAMP)
 
@@ -25,6 +28,18 @@ $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The web/ panel (issue 19): npm ci once per lockfile, then the page (web/build) and the
+# library (web/dist) rebuilt when a source changes.
+web: $(WEB_BUILT)
+
+$(WEB_STAMP): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(WEB_BUILT): $(WEB_STAMP) $(WEB_SRC)
+	cd web && npm run build && npm run package
+	touch $@
+
 # Headless Chromium for the built-in page test (Debian's package; needs root and apt).
 browser:
 	@$(BIN)/python tools/ensure_browser.py
@@ -33,7 +48,7 @@ browser:
 helm: $(STAMP)
 	@$(BIN)/python tools/fetch_helm.py
 
-demo: $(STAMP)
+demo: $(STAMP) web
 	$(BIN)/agentchat demo
 
 lint: $(STAMP)
@@ -46,7 +61,8 @@ typecheck: $(STAMP)
 
 # Two pytest workers, one file each at a time (a file's module-scoped stack stays on one worker):
 # the suite mostly waits on real processes, and serially it no longer fits CI's 20 minutes.
-test: $(STAMP) $(JS_STAMP) browser
+test: $(STAMP) $(JS_STAMP) web browser
+	cd web && npm run check && npm test
 	$(BIN)/ruff check .
 	$(BIN)/python tools/link_tree.py >/dev/null
 	$(BIN)/mypy
@@ -63,4 +79,4 @@ soak: $(STAMP)
 		$(if $(filter-out 0 false,$(SOAK_FAULTS)),--faults)
 
 clean:
-	rm -rf $(VENV) .data .cache tests/js/node_modules
+	rm -rf $(VENV) .data .cache tests/js/node_modules web/node_modules web/build web/dist
