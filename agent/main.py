@@ -23,12 +23,15 @@ from agentchat.agent.storage.db import STORAGE_ERRORS
 from agentchat.agent.wiring import ServiceHolder, build_services
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import bearer
+from agentchat.telemetry import instrument_app, setup_telemetry
 
 log = logging.getLogger("agentchat.agent")
 
 
 def create_app(settings: AgentSettings | None = None) -> FastAPI:
     settings = settings or AgentSettings()
+    # Off unless OTEL_* turn it on (agentchat/telemetry.py); before the clients are built.
+    setup_telemetry("agentchat-agent")
     holder = ServiceHolder()
 
     @asynccontextmanager
@@ -60,6 +63,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     # anything buffers it. Gradio's upload route is exempt (its own per-file max_file_size).
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        exempt=gradio_upload_paths(settings.mount_path))
+    # Outermost of all: the server span covers the limits too, and continues the caller's trace.
+    instrument_app(mounted)
     return mounted
 
 
