@@ -94,7 +94,27 @@ class AgentSettings(SelectionSettings):
     # Tool output trimmed to what a card can show.
     max_tool_output_chars: int = 4000
 
+    # The audit trail of write and destructive calls (agent/audit/): off only for the
+    # benchmark's baseline. Retention cuts a prefix of the chain older than this many days
+    # (0 keeps everything), in the sweeper at most every `audit_prune_interval_s`; it is the
+    # trail's own, never the checkpoint pruner's. `audit_role` (`role` or `role@env` in the
+    # user token) reads every record, or that environment's, at GET /api/agent/audit.
+    audit: bool = True
+    audit_retention_days: float = Field(default=365.0, ge=0)
+    audit_prune_interval_s: float = Field(default=3600.0, gt=0)
+    audit_role: str = Field(default="auditor", pattern=r"^[A-Za-z0-9_.-]+$")
+
     db_pool_max: int = 20
+
+    # The people's page at /api/agent/ui/ (agent/api/routes/ui.py): unset means on in dev and
+    # off otherwise (production serves it only behind an ingress that injects Authorization).
+    ui_enabled: bool | None = None
+    # The built page (web/build): unset is the checkout's own; the image sets a fixed path.
+    ui_dir: Path = Path(__file__).resolve().parents[1] / "web" / "build"
+
+    @property
+    def ui_on(self) -> bool:
+        return self.is_dev if self.ui_enabled is None else self.ui_enabled
 
     @model_validator(mode="after")
     def _no_placeholders_outside_dev(self) -> AgentSettings:
