@@ -1,0 +1,189 @@
+"""`/api/agent/ui/*`: the people's page (web/, issue 19) as static files, its config, and in dev
+the demo users' tokens.
+
+    GET  /api/agent/ui/             index.html (never cached) with a Content-Security-Policy
+    GET  /api/agent/ui/assets/...   Vite's content-hashed files (cached for a year, immutable)
+    GET  /api/agent/ui/config.json  where the page finds the agent, and the demo users in dev
+    POST /api/agent/ui/dev/token    {"user": "alice"} -> {"token": ...}; dev only, 404 otherwise
+
+Served only when `AGENTCHAT_AGENT_UI_ENABLED` says so (unset: on in dev, off otherwise); off,
+every path here is the same 404 an unknown path gets. In production the page holds no token of
+its own: the ingress in front (e.g. oauth2-proxy) injects `Authorization` into its requests
+(charts/agentchat/README.md, "The page behind oauth2-proxy").
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, Response
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.exceptions import HTTPException
+
+from agentchat.agent.api.deps import ServicesDep
+from agentchat.agent.api.errors import error_response
+from agentchat.agent.settings import AgentSettings
+from agentchat.errors import ErrorCode
+from agentchat.identity import DEMO_USERS
+
+router = APIRouter(prefix="/api/agent/ui", tags=["ui"])
+
+IMMUTABLE = "public, max-age=31536000, immutable"  # Vite names assets by content hash
+NO_STORE = "no-store"
+# Vite's output needs only same-origin scripts, styles and connections (@gradio/client's SSE
+# and the REST calls go to this origin). Inline <script>/<style> blocks of index.html, if a
+# build has any, are allowed by their hashes only. Styles set from script through the CSSOM
+# (Svelte's style directives) are not inline styles for CSP, so style-src needs no
+# 'unsafe-inline'.
+CSP_BASE = ("default-src 'self'; script-src 'self'{scripts}; style-src 'self'{styles}; "
+            "connect-src 'self'; img-src 'self' data:; font-src 'self' data:; "
+            "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
+          ".svg": "image/svg+xml", ".woff2": "font/woff2", ".json": "application/json",
+          ".map": "application/json", ".ico": "image/x-icon", ".png": "image/png"}
+_INLINE = re.compile(r"<(script|style)\b([^>]*)>(.*?)</\1>", re.S | re.I)
+
+
+def content_security_policy(index_html: str) -> str:
+    """The page's CSP: 'self', plus a sha256 source for each inline block of index.html."""
+    hashes: dict[str, list[str]] = {"script": [], "style": []}
+    for tag, attrs, body in _INLINE.findall(index_html):
+        if tag.lower() == "script" and re.search(r"\bsrc\s*=", attrs):
+            continue
+        if body.strip():
+            digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+            hashes[tag.lower()].append(f" 'sha256-{digest}'")
+    return CSP_BASE.format(scripts="".join(hashes["script"]), styles="".join(hashes["style"]))
+
+
+@lru_cache(maxsize=4)
+def _index(path: Path, mtime_ns: int) -> tuple[bytes, str]:
+    """index.html and its CSP, read again only when the file changes (a rebuild)."""
+    html = path.read_bytes()
+    return html, content_security_policy(html.decode("utf-8", errors="replace"))
+
+
+def _built(settings: AgentSettings) -> Path | JSONResponse:
+    """The built page's folder; 404 while the page is off; a 503 saying how to build it when
+    the folder has no index.html."""
+    if not settings.ui_on:
+        raise HTTPException(404)  # exactly an unknown path's answer: nothing to discover
+    root = settings.ui_dir.resolve()
+    if not (root / "index.html").is_file():
+        return error_response(503, ErrorCode.INTERNAL,
+                              "the page is not built: run `make web` (or point "
+                              "AGENTCHAT_AGENT_UI_DIR at a built web/build)")
+    return root
+
+
+def _security_headers(response: Response) -> Response:
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@router.get("", include_in_schema=False)
+async def ui_root(services: ServicesDep) -> Response:
+    """The page's asset URLs are relative: it must be loaded with its trailing slash. The
+    relative Location keeps whatever host and scheme the browser used (a proxy in front)."""
+    root = _built(services.settings)
+    if isinstance(root, Response):
+        return root
+    return Response(status_code=308, headers={"Location": "ui/"})
+
+
+@router.get("/", include_in_schema=False)
+async def index(services: ServicesDep) -> Response:
+    root = _built(services.settings)
+    if isinstance(root, Response):
+        return root
+    path = root / "index.html"
+    html, csp = _index(path, path.stat().st_mtime_ns)
+    response = Response(html, media_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": NO_STORE, "Content-Security-Policy": csp})
+    return _security_headers(response)
+
+
+class DemoUser(BaseModel):
+    id: str
+    label: str
+
+
+class UiConfig(BaseModel):
+    api_base: str
+    gradio_path: str
+    dev: bool
+    demo_users: list[DemoUser]
+
+
+@router.get("/config.json", response_model=UiConfig)
+async def config(services: ServicesDep) -> JSONResponse:
+    """Paths, not URLs: the page resolves them against its own origin, so it works through
+    any proxy that keeps the paths."""
+    settings = services.settings
+    if not settings.ui_on:
+        raise HTTPException(404)
+    users = [DemoUser(id=u, label=f"{u} ({', '.join(roles)})")
+             for u, roles in DEMO_USERS.items()] if settings.is_dev else []
+    body = UiConfig(api_base="/api/agent", gradio_path=settings.mount_path,
+                    dev=settings.is_dev, demo_users=users)
+    return JSONResponse(body.model_dump(), headers={"Cache-Control": NO_STORE})
+
+
+class DevTokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(max_length=64)
+
+    @field_validator("user")
+    @classmethod
+    def _known(cls, user: str) -> str:
+        if user not in DEMO_USERS:
+            raise ValueError(f"not a demo user; one of {', '.join(DEMO_USERS)}")
+        return user
+
+
+class DevToken(BaseModel):
+    token: str
+
+
+def _dev_only(services: ServicesDep) -> None:
+    """A dependency, so it runs before the body is validated: outside dev the route answers
+    404 whatever it is sent, like any unknown path."""
+    if services.dev_issuer is None or not services.settings.ui_on:
+        raise HTTPException(404)
+
+
+@router.post("/dev/token", response_model=DevToken, dependencies=[Depends(_dev_only)])
+async def dev_token(body: DevTokenRequest, services: ServicesDep) -> JSONResponse:
+    """A demo user's token from the dev issuer, for the page's user picker."""
+    assert services.dev_issuer is not None  # _dev_only
+    token = services.dev_issuer.mint(body.user)
+    return JSONResponse({"token": token}, headers={"Cache-Control": NO_STORE})
+
+
+@router.get("/{path:path}", include_in_schema=False)
+async def asset(path: str, services: ServicesDep) -> Response:
+    root = _built(services.settings)
+    if isinstance(root, Response):
+        return root
+    file = _file_under(root, path)
+    immutable = path.startswith("assets/")
+    response = FileResponse(file, media_type=_TYPES.get(file.suffix),
+                            headers={"Cache-Control": IMMUTABLE if immutable else "no-cache"})
+    return _security_headers(response)
+
+
+def _file_under(root: Path, path: str) -> Path:
+    """A file inside the build folder, never outside it (no dot segments, no symlink out)."""
+    parts = path.split("/")
+    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+        raise HTTPException(404)
+    file = (root / path).resolve()
+    if not file.is_relative_to(root) or not file.is_file():
+        raise HTTPException(404)
+    return file
