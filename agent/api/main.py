@@ -2,10 +2,11 @@
 
 from fastapi import APIRouter
 
-from agentchat.agent.api.routes import agent, conversations, health, history
+from agentchat.agent.api.routes import agent, conversations, health, history, ui
 
 api_router = APIRouter()
 api_router.include_router(health.router)
 api_router.include_router(agent.router)
 api_router.include_router(conversations.router)
 api_router.include_router(history.router)
+api_router.include_router(ui.router)
