@@ -255,4 +255,77 @@ MIGRATIONS: list[str] = [
         ON conversations (last_activity_at, id)
         WHERE compacted_activity_at IS NULL OR compacted_activity_at < last_activity_at;
     """,
+    # 9: the audit trail (agent/audit/, issue 20). One row per stage of a write or destructive
+    # call, hash-chained at insert time: `seq` is the chain's order, `hash` covers every other
+    # column and `prev_hash` (agent/audit/chain.py). `audit_head` is the chain's one head row
+    # (its last seq and hash, updated with every append under the audit advisory lock) and its
+    # anchor (the last row a retention cut deleted; GENESIS before any). The trigger refuses
+    # UPDATE and TRUNCATE of rows, and DELETE outside the retention cut (which sets
+    # `agentchat.audit_cut` in its transaction): the code has no other path, and a mistake in
+    # SQL is refused rather than silently breaking the chain. The joined record per call is
+    # the `audit_records` view. Expand-only.
+    """
+    CREATE TABLE IF NOT EXISTS audit_rows (
+        seq              bigint PRIMARY KEY,
+        at               timestamptz NOT NULL,
+        stage            text NOT NULL,  -- decision | card | answer | execution | not_run
+        conversation_id  text NOT NULL,
+        owner            text NOT NULL,
+        turn_id          text NOT NULL,
+        call_id          text NOT NULL,
+        tool             text NOT NULL,
+        environment      text,
+        args_hash        text NOT NULL,
+        detail           jsonb NOT NULL,
+        prev_hash        text NOT NULL,
+        hash             text NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS audit_rows_call ON audit_rows (conversation_id, call_id, seq);
+    CREATE INDEX IF NOT EXISTS audit_rows_owner ON audit_rows (owner, seq);
+    CREATE INDEX IF NOT EXISTS audit_rows_at ON audit_rows (at);
+    CREATE TABLE IF NOT EXISTS audit_head (
+        id               boolean PRIMARY KEY DEFAULT true CHECK (id),
+        seq              bigint NOT NULL,
+        hash             text NOT NULL,
+        anchor_seq       bigint NOT NULL,
+        anchor_hash      text NOT NULL,
+        anchor_at        timestamptz
+    );
+    INSERT INTO audit_head (seq, hash, anchor_seq, anchor_hash)
+    VALUES (0, 'sha256:' || repeat('0', 64), 0, 'sha256:' || repeat('0', 64))
+    ON CONFLICT (id) DO NOTHING;
+    CREATE OR REPLACE FUNCTION audit_rows_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' AND current_setting('agentchat.audit_cut', true) = 'on' THEN
+            RETURN OLD;
+        END IF;
+        RAISE EXCEPTION 'audit rows are append-only (% refused)', TG_OP;
+    END $$;
+    DROP TRIGGER IF EXISTS audit_rows_append_only ON audit_rows;
+    CREATE TRIGGER audit_rows_append_only BEFORE UPDATE OR DELETE ON audit_rows
+        FOR EACH ROW EXECUTE FUNCTION audit_rows_guard();
+    DROP TRIGGER IF EXISTS audit_rows_no_truncate ON audit_rows;
+    CREATE TRIGGER audit_rows_no_truncate BEFORE TRUNCATE ON audit_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION audit_rows_guard();
+    CREATE OR REPLACE VIEW audit_records AS
+    SELECT conversation_id, call_id,
+           min(seq) AS first_seq, max(seq) AS last_seq,
+           min(at) AS started_at, max(at) AS updated_at,
+           (array_agg(owner ORDER BY seq))[1] AS owner,
+           (array_agg(turn_id ORDER BY seq))[1] AS turn_id,
+           (array_agg(tool ORDER BY seq))[1] AS tool,
+           (array_agg(environment ORDER BY seq))[1] AS environment,
+           (array_agg(args_hash ORDER BY seq))[1] AS args_hash,
+           (array_agg(detail->>'decision_id' ORDER BY seq DESC)
+               FILTER (WHERE stage = 'decision'))[1] AS decision_id,
+           (array_agg(CASE stage WHEN 'execution' THEN detail->>'outcome'
+                                 WHEN 'not_run' THEN 'not_run:' || (detail->>'reason') END
+                      ORDER BY seq DESC)
+               FILTER (WHERE stage IN ('execution', 'not_run')))[1] AS outcome,
+           jsonb_agg(jsonb_build_object('seq', seq, 'at', at, 'stage', stage, 'detail', detail,
+                                        'prev_hash', prev_hash, 'hash', hash)
+                     ORDER BY seq) AS stages
+      FROM audit_rows
+     GROUP BY conversation_id, call_id;
+    """,
 ]
