@@ -48,8 +48,12 @@ browser:
 helm: $(STAMP)
 	@$(BIN)/python tools/fetch_helm.py
 
+# DEMO_ARGS: e.g. "--port 7861 --sandbox-port 8801 --policy-port 8182". `exec`: the shell make
+# starts is replaced by the demo, so a signal to the group reaches make and the demo only (the
+# demo ignores make's forwarded second one and stops everything within 10 s).
+DEMO_ARGS ?=
 demo: $(STAMP) web
-	$(BIN)/agentchat demo
+	exec $(BIN)/agentchat demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
