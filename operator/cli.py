@@ -62,6 +62,9 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     namespaces = settings.operator_namespaces
 
     kopf.configure(verbose=args.verbose)
+    from agentchat.telemetry import setup_telemetry
+
+    setup_telemetry("agentchat-operator")  # off unless OTEL_* turn it on
     kopf.run(
         standalone=settings.operator_standalone or None,
         clusterwide=not namespaces,

@@ -13,7 +13,10 @@ import kopf
 from agentchat.operator import constants as c
 from agentchat.operator.handlers.handle_prune_agentchat import handle_prune_agentchat
 from agentchat.operator.handlers.handle_rotate_agentchat import handle_rotate_agentchat
-from agentchat.operator.handlers.handle_startup_operator import handle_startup_operator
+from agentchat.operator.handlers.handle_startup_operator import (
+    handle_cleanup_operator,
+    handle_startup_operator,
+)
 from agentchat.operator.settings import OperatorSettings
 
 SETTINGS = OperatorSettings()
@@ -25,6 +28,11 @@ LABELS = {c.LABEL_RELEASE: SETTINGS.operator_instance} if SETTINGS.operator_inst
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     await handle_startup_operator(kopf_settings=settings, memo=memo,
                                   settings=memo.get("settings") or SETTINGS)
+
+
+@kopf.on.cleanup(id="stop-metrics")
+async def stop_metrics(memo: kopf.Memo, **_: Any) -> None:
+    await handle_cleanup_operator(memo=memo)
 
 
 @kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.operator_tick_s,

@@ -14,6 +14,10 @@ class OperatorSettings(SharedSettings):
     operator_tick_s: float = Field(default=10.0, gt=0)
     operator_liveness_host: str = "0.0.0.0"
     operator_liveness_port: int = 8080
+    # Prometheus /metrics (operator/metrics.py) on a port of its own: kopf's liveness server
+    # serves /healthz only. 0: no metrics server.
+    operator_metrics_host: str = "0.0.0.0"
+    operator_metrics_port: int = Field(default=9090, ge=0, le=65535)
     # Empty: cluster-wide (-A). Otherwise the namespaces to serve.
     operator_namespaces: list[str] = Field(default_factory=list)
     operator_standalone: bool = False

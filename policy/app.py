@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from agentchat.errors import ErrorCode, LocalError, TokenError
@@ -29,6 +30,7 @@ from agentchat.identity import (
     service_verifier,
     user_verifier,
 )
+from agentchat.telemetry import instrument_app, setup_telemetry
 
 from .decision_log import DecisionLog
 from .engine import (
@@ -47,6 +49,8 @@ from .snapshot import Snapshot
 from .tokens import CachedVerifier
 
 log = logging.getLogger("agentchat.policy")
+# One span per decision, under the server span that continued the agent's `traceparent`.
+TRACER = trace.get_tracer("agentchat.policy")
 
 
 class CheckContext(BaseModel):
@@ -177,6 +181,23 @@ class Sidecar:
 
     def check(self, service: Principal, user: Principal | TokenError, body: CheckBody,
               started: float) -> Decision:
+        with TRACER.start_as_current_span("agentchat.policy.decide") as span:
+            decision = self._check(service, user, body, started)
+            if span.is_recording():
+                # What the decision was about and what it said; never tokens, subjects or
+                # argument values (the decision log holds their digest).
+                span.set_attributes({
+                    "agentchat.tool": decision.tool,
+                    "agentchat.environment": decision.env_context or body.environment or "",
+                    "agentchat.decision": decision.decision,
+                    "agentchat.reason_code": decision.reason_code,
+                    "agentchat.decision_id": decision.decision_id,
+                    "agentchat.policy_revision": decision.policy_revision or "",
+                })
+            return decision
+
+    def _check(self, service: Principal, user: Principal | TokenError, body: CheckBody,
+               started: float) -> Decision:
         snapshot = self.store.snapshot  # read once: this request sees one whole policy
         req = CheckRequest(body.request_id, body.environment, body.tool, body.arguments,
                            untrusted=body.context.untrusted)
@@ -218,6 +239,7 @@ class Sidecar:
 
 def create_app(settings: PolicySettings | None = None) -> FastAPI:
     settings = settings or PolicySettings()
+    setup_telemetry("agentchat-policy")  # off unless OTEL_* turn it on
     sidecar = Sidecar(settings)
 
     @contextlib.asynccontextmanager
@@ -306,4 +328,5 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
                            ("/v1/permissions", perms)):
         app.add_route(path, endpoint, methods=["POST"], include_in_schema=False)
     app.add_route("/v1/policy", policy, methods=["GET"], include_in_schema=False)
+    instrument_app(app)
     return app

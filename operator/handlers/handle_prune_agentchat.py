@@ -13,15 +13,19 @@ from typing import Any
 import kopf
 import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from opentelemetry import trace
 
 from agentchat.db import create_pool
 from agentchat.errors import ErrorCode, LocalError
 from agentchat.operator import constants as c
+from agentchat.operator import metrics
 from agentchat.operator.kube import Kube, KubeError, as_body
 from agentchat.operator.pruning import PrunerBusy, Retention, prune
 from agentchat.operator.settings import OperatorSettings
 from agentchat.operator.spec import AgentChatSpec, effective_spec
 from agentchat.operator.status import condition, current_conditions, iso, own_conditions, parse_iso
+
+TRACER = trace.get_tracer("agentchat.operator")
 
 
 class NoDatabase(LocalError):
@@ -58,22 +62,29 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
         return
 
     failures = int(prune_status.get("failures") or 0)
+    who = metrics.resource(body)
     try:
-        url = await _database_url(body, spec, settings, kube)
-        pool, saver = await _connect(memo, url, settings)
-        report = await prune(pool, saver, Retention(
-            idle_s=ck.keep_latest_after_idle_hours * 3600,
-            inactive_s=ck.delete_inactive_after_days * 86400,
-            archived_s=ck.delete_archived_after_days * 86400,
-            batch_size=ck.batch_size, pause_ratio=settings.operator_prune_pause_ratio,
-        ), now=now)
+        # A span per due run: its SQL (psycopg's spans, statements only) nests under it.
+        with TRACER.start_as_current_span("agentchat.operator.prune",
+                                          attributes={"agentchat.resource": who}):
+            url = await _database_url(body, spec, settings, kube)
+            pool, saver = await _connect(memo, url, settings)
+            report = await prune(pool, saver, Retention(
+                idle_s=ck.keep_latest_after_idle_hours * 3600,
+                inactive_s=ck.delete_inactive_after_days * 86400,
+                archived_s=ck.delete_archived_after_days * 86400,
+                batch_size=ck.batch_size, pause_ratio=settings.operator_prune_pause_ratio,
+            ), now=now)
     except PrunerBusy as e:
+        metrics.PRUNE_RUNS.labels(who, "busy").inc()
         memo["prune_next_at"] = now + ck.interval_seconds
         patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
         _conditions(patch, status, True, "PrunerBusy", str(e), now)
         return
     except (NoDatabase, SchemaNotReady) as e:
         # A configuration gap, not an outage: report it once and look again next interval.
+        metrics.PRUNE_RUNS.labels(who, "not_configured").inc()
+        metrics.FAILURES.labels(who, "prune", type(e).__name__).inc()
         memo["prune_next_at"] = now + ck.interval_seconds
         patch.status["prune"] = {**prune_status, "nextRunAt": iso(now + ck.interval_seconds)}
         prev = current_conditions(status).get(c.PRUNED) or {}
@@ -85,6 +96,8 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
     except (KubeError, psycopg.Error, OSError) as e:
         await _drop_pool(memo)
         reason, message = _describe(e)
+        metrics.PRUNE_RUNS.labels(who, "failed").inc()
+        metrics.FAILURES.labels(who, "prune", reason).inc()
         delay = settings.backoff(failures)
         memo["prune_next_at"] = now + delay
         patch.status["prune"] = {**prune_status, "failures": failures + 1,
@@ -94,6 +107,11 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
         raise kopf.TemporaryError(message, delay=delay) from None
 
     memo["prune_next_at"] = now + ck.interval_seconds
+    metrics.PRUNE_RUNS.labels(who, "ok").inc()
+    metrics.PRUNED_ROWS.labels(who).inc(report.rows_deleted)
+    metrics.PRUNED_THREADS.labels(who, "deleted").inc(report.threads_deleted)
+    metrics.PRUNED_THREADS.labels(who, "compacted").inc(report.threads_compacted)
+    metrics.LAST_SUCCESS.labels(who, "prune").set(now)
     counts = report.to_status()
     patch.status["prune"] = {**counts, "lastRunAt": iso(now), "failures": 0,
                              "nextRunAt": iso(now + ck.interval_seconds)}

@@ -26,6 +26,7 @@ import kopf
 from agentchat.errors import LocalError
 from agentchat.keys import KeyRing, sign_service_token
 from agentchat.operator import constants as c
+from agentchat.operator import metrics
 from agentchat.operator.kube import Kube, KubeError, as_body
 from agentchat.operator.rotation import (
     Plan,
@@ -62,18 +63,23 @@ async def handle_rotate_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: 
     if spec is None:
         assert error is not None
         _fail(body, patch, status, "InvalidSpec", str(error), now)
+        metrics.FAILURES.labels(metrics.resource(body), "keys", "InvalidSpec").inc()
         return  # no spec was ever good: nothing to act on until it is fixed
     spec_valid = _spec_condition(body, status, error, now)
     if error is None and status.get("lastGoodSpec") != dict(body.get("spec") or {}):
         patch.status["lastGoodSpec"] = dict(body.get("spec") or {})
+    who = metrics.resource(body)
     try:
         await _reconcile(body, patch, status, spec, settings, kube, now, spec_valid)
     except CorruptRing as e:
         _fail(body, patch, status, "CorruptRing", str(e), now, spec_valid)
+        metrics.FAILURES.labels(who, "keys", "CorruptRing").inc()
         raise kopf.TemporaryError(str(e), delay=settings.backoff(retry)) from None
     except KubeError as e:
         _fail(body, patch, status, "KubernetesApiError", str(e), now, spec_valid)
+        metrics.FAILURES.labels(who, "keys", "KubernetesApiError").inc()
         raise kopf.TemporaryError(str(e), delay=settings.backoff(retry)) from None
+    metrics.LAST_SUCCESS.labels(who, "keys").set(now)
 
 
 def _spec_condition(body: kopf.Body, status: dict[str, Any], error: InvalidSpec | None,
@@ -147,8 +153,10 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
                           f"{policy.pre_publication_s:.0f}s) and kept {recovered} public "
                           f"key(s) from Secret {names.jwks_secret} for "
                           f"{policy.overlap_s:.0f}s; the live service token stays valid")
+    who = metrics.resource(body)
     for action in plan.actions:
         kopf.info(as_body(owner), reason=EVENT_REASONS[action.verb], message=action.describe())
+        metrics.ROTATIONS.labels(who, action.verb).inc()
 
     reason = None
     if plan.ring.by_stage("current"):
@@ -168,6 +176,10 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
         kopf.info(as_body(owner), reason="TokenRenewed",
                   message=f"service token re-minted ({reason}); key {header.get('kid')}, "
                           f"expires {iso(claims['exp'])}")
+        metrics.TOKEN_RENEWALS.labels(who).inc()
+    metrics.TOKEN_EXPIRES.labels(who).set(claims["exp"])
+    metrics.TOKEN_REFRESH.labels(who).set(refresh_at)
+    metrics.NEXT_TRANSITION.labels(who).set(next_due(plan.ring, policy))
 
     _write_status(patch, status, plan, policy, now, header, claims, refresh_at, spec_valid)
 
