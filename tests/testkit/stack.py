@@ -31,6 +31,8 @@ class Stack:
     data_dir: Path
     database_url: str
     agent_env: dict[str, str] = field(default_factory=dict)
+    # Extra environment of the sidecar (e.g. OTEL_* for the trace tests).
+    policy_env: dict[str, str] = field(default_factory=dict)
     catalog_path: Path | None = None
     sandbox: Service | None = None
     policy: Service | None = None
@@ -68,7 +70,8 @@ class Stack:
 
     def start_policy(self, port: int | None = None) -> Service:
         port = port or free_port()
-        env = {**self.base_env(), "AGENTCHAT_POLICY_DECISION_LOG_STDOUT": "false"}
+        env = {**self.base_env(), "AGENTCHAT_POLICY_DECISION_LOG_STDOUT": "false",
+               **self.policy_env}
         self.policy = Service(["policy", "serve", "--port", str(port)], env=env, port=port,
                               ready_path="/readyz", log=self.data_dir / "policy.log").start()
         return self.policy
@@ -133,13 +136,13 @@ class Stack:
 
 @contextlib.contextmanager
 def running_stack(data_dir: Path, database_url: str, *, catalog_path: Path | None = None,
-                  **agent_env: str) -> Iterator[Stack]:
+                  policy_env: dict[str, str] | None = None, **agent_env: str) -> Iterator[Stack]:
     data_dir.mkdir(parents=True, exist_ok=True)
     s = SharedSettings(data_dir=data_dir, mode="dev")
     ensure_ring(s.keys_dir, s.jwks_path)
     DevUserIssuer(s)
     stack = Stack(data_dir=data_dir, database_url=database_url, agent_env=dict(agent_env),
-                  catalog_path=catalog_path)
+                  policy_env=dict(policy_env or {}), catalog_path=catalog_path)
     try:
         stack.start_sandbox()
         stack.start_policy()
