@@ -1,8 +1,16 @@
 """`agentchat demo`: the whole system on this machine, on embedded defaults.
 
 Starts PostgreSQL (embedded unless DATABASE_URL is set), the sandbox ss-tools API, the policy
-sidecar and the agent as child processes, prints the page's URL and the demo users' tokens,
-and stops everything on Ctrl-C.
+sidecar and the agent as child processes, prints the pages' URLs and the demo users' tokens,
+and stops everything on Ctrl-C or SIGTERM, within 10 s.
+
+Stopping (issue 19 item 6). A Ctrl-C reaches the whole foreground process group, and `make`
+forwards a SIGTERM it gets to us again: the first signal starts the stop, every later one is
+ignored (a second KeyboardInterrupt used to abort the cleanup half-way, leaving children and
+running turns). The children run in their own sessions, so only we signal them, in order: the
+agent first, while the sidecar and the sandbox still answer (it drains for
+AGENTCHAT_AGENT_DRAIN_S, 2 s here, then marks what still runs lost), then the others. Each
+child also gets SIGTERM if we die (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -38,12 +46,55 @@ def _wait_ready(name: str, url: str, proc: subprocess.Popen[bytes], timeout: flo
     raise SystemExit(f"{name} did not become ready at {url}")
 
 
-def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # same clean stop as Ctrl-C, so the embedded server stops too
+class _Stop:
+    """The first SIGINT or SIGTERM raises KeyboardInterrupt (the stop); later ones are ignored
+    so the cleanup always runs to its end."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        raise KeyboardInterrupt
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def _child_setup() -> None:
+    """In each child: SIGTERM when the demo dies, even by SIGKILL (else it would run on)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _stop_children(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+    """The agent first (its drain needs the sidecar, the sandbox and the database), then the
+    rest together; SIGKILL for whoever outlives its share of the 10 s."""
+    agent = [p for n, p in children if n == "agent"]
+    rest = [p for n, p in children if n != "agent"]
+    for group, wait_s in ((agent, 6.0), (rest, 2.5)):
+        for proc in group:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + wait_s
+        for proc in group:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(2)
 
 
 def _run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    stop = _Stop()
+    stop.install()
     from agentchat.db import migrate_url, resolve_database_url
     from agentchat.identity import DEMO_USERS, DevUserIssuer
     from agentchat.keys import ensure_ring
@@ -66,26 +117,31 @@ def _run(args: argparse.Namespace) -> int:
            "AGENTCHAT_AGENT_SERVICE_TOKEN_URL":
                f"http://127.0.0.1:{args.sandbox_port}/api/auth/service-token",
            "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": DEMO_CLIENT_SECRET,
-           "AGENTCHAT_AGENT_POLICY_URL": "http://127.0.0.1:8181",
+           "AGENTCHAT_AGENT_POLICY_URL": f"http://127.0.0.1:{args.policy_port}",
            "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": base.get(
-               "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S", "0.03")}
+               "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S", "0.03"),
+           # A stop must end within 10 s: live turns get 2 s, then are marked lost.
+           "AGENTCHAT_AGENT_DRAIN_S": base.get("AGENTCHAT_AGENT_DRAIN_S", "2")}
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     plan: list[tuple[str, list[str], str]] = [
         ("sandbox", ["sandbox", "--port", str(args.sandbox_port)],
          f"http://127.0.0.1:{args.sandbox_port}/livez"),
-        ("policy sidecar", ["policy", "serve"], "http://127.0.0.1:8181/readyz"),
+        ("policy sidecar", ["policy", "serve", "--port", str(args.policy_port)],
+         f"http://127.0.0.1:{args.policy_port}/readyz"),
         ("agent", ["serve", "--host", args.host, "--port", str(args.port)],
          f"http://127.0.0.1:{args.port}/livez"),
     ]
     try:
         for name, cmd, ready in plan:
-            proc = subprocess.Popen([exe, *cmd], env=env)
+            proc = subprocess.Popen([exe, *cmd], env=env, start_new_session=True,
+                                    preexec_fn=_child_setup)
             children.append((name, proc))
             _wait_ready(name, ready, proc, timeout=90)
         print("\nAgentChat is running.\n")
-        print(f"  page:     http://127.0.0.1:{args.port}{'/api/agent/gradio'}/")
-        print(f"  API docs: http://127.0.0.1:{args.port}/docs")
-        print(f"  sandbox:  http://127.0.0.1:{args.sandbox_port}/docs")
+        print(f"  panel:       http://127.0.0.1:{args.port}/api/agent/ui/")
+        print(f"  Gradio page: http://127.0.0.1:{args.port}/api/agent/gradio/")
+        print(f"  API docs:    http://127.0.0.1:{args.port}/docs")
+        print(f"  sandbox:     http://127.0.0.1:{args.sandbox_port}/docs")
         print("\nDemo users' tokens (Authorization: Bearer …):")
         for user, roles in DEMO_USERS.items():
             print(f"\n  {user} ({', '.join(roles)}):\n  {issuer.mint(user)}")
@@ -96,16 +152,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"stopping: {', '.join(dead)} exited", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        print("\nstopping…", file=sys.stderr, flush=True)
         return 0
     finally:
-        for _, proc in reversed(children):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for _, proc in children:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop.stopping = True  # whatever ended the loop, a signal now must not cut the cleanup
+        _stop_children(children)
 
 
 def register(sub: Any) -> None:
@@ -113,4 +164,5 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--sandbox-port", type=int, default=8800)
+    p.add_argument("--policy-port", type=int, default=8181)
     p.set_defaults(func=_run)
