@@ -2,10 +2,21 @@
 # AgentChat images: one build, one target per component (agent, policy, operator, sandbox).
 #   docker build --target agent -t agentchat-agent .
 # The final stages hold the slim Python base, the virtualenv and nothing else: no compilers, no
-# pip cache, no sources beyond the installed package. Every target runs as uid 10001 and works
+# pip cache, no sources beyond the installed package (the agent adds the built page: static
+# files, no Node). Every target runs as uid 10001 and works
 # with a read-only root filesystem (writable state goes to /tmp, an emptyDir in the chart).
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+ARG NODE_IMAGE=node:20.20.2-slim
+
+# ---- web: the people's page (web/, served at /api/agent/ui/), built with Node ----
+FROM ${NODE_IMAGE} AS web
+WORKDIR /web
+# The lockfile in its own layer: editing a component does not reinstall node_modules.
+COPY web/package.json web/package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+COPY web/ ./
+RUN npm run build
 
 # ---- build: a virtualenv with the project's dependencies, then the project itself ----
 FROM ${PYTHON_IMAGE} AS build
@@ -51,8 +62,10 @@ WORKDIR /tmp
 USER 10001:10001
 ENTRYPOINT ["agentchat"]
 
-# ---- the agent: FastAPI + Gradio on 7860 ----
+# ---- the agent: FastAPI + Gradio on 7860, and the built page (only web/build: no Node) ----
 FROM runtime AS agent
+COPY --from=web /web/build /opt/agentchat/web
+ENV AGENTCHAT_AGENT_UI_DIR=/opt/agentchat/web
 EXPOSE 7860
 CMD ["serve", "--host", "0.0.0.0", "--port", "7860"]
 

@@ -1,6 +1,7 @@
 """The Dockerfile, linted with the real hadolint and checked structurally (no Docker engine runs
 here, so the images cannot be built): one target per component, a slim base, non-root, no
-compilers in the final stages, dependencies from pyproject.toml."""
+compilers in the final stages, dependencies from pyproject.toml, the page built in a Node stage
+of which only web/build reaches the agent."""
 
 from __future__ import annotations
 
@@ -83,6 +84,30 @@ def test_final_stages_are_slim_and_hold_no_compilers() -> None:
     assert copies == ["COPY --from=build /opt/venv /opt/venv"]
 
 
+def test_the_page_is_built_with_node_and_only_its_build_reaches_the_agent() -> None:
+    stages = _stages()
+    web = stages["web"]
+    assert web[0] == "FROM ${NODE_IMAGE} AS web"
+    node_image = DOCKERFILE.read_text().split("ARG NODE_IMAGE=")[1].splitlines()[0]
+    assert re.fullmatch(r"node:20\.\d+\.\d+-slim", node_image), node_image  # pinned, slim
+    body = " ".join(web)
+    # The lockfile alone first (a cached npm ci), then the sources, then the build.
+    assert body.index("COPY web/package.json web/package-lock.json") < body.index("npm ci")
+    assert body.index("npm ci") < body.index("COPY web/ ") < body.index("RUN npm run build")
+    # Only the built page crosses into the agent, at the path its setting names.
+    crossing = [line for name, lines in stages.items() for line in lines
+                if line.startswith("COPY --from=web")]
+    assert crossing == ["COPY --from=web /web/build /opt/agentchat/web"]
+    assert crossing[0] in stages["agent"]
+    assert "ENV AGENTCHAT_AGENT_UI_DIR=/opt/agentchat/web" in stages["agent"]
+    # No Node in any final stage: not its base, no npm, no node binary copied in.
+    for name in ("runtime", *TARGETS):
+        assert not stages[name][0].startswith(("FROM node", "FROM ${NODE_IMAGE}")), name
+        rest = " ".join(stages[name][1:])
+        for word in ("npm", "node_modules", "/usr/local/bin/node", "--from=web /web "):
+            assert word not in rest, f"{name} stage has {word}"
+
+
 def test_dependencies_come_from_pyproject() -> None:
     build = " ".join(_stages()["build"])
     assert "COPY pyproject.toml" in build
@@ -107,4 +132,9 @@ def test_dockerignore_keeps_the_context_small() -> None:
     assert lines[next(i for i, x in enumerate(lines) if x and not x.startswith("#"))] == "*"
     allowed = {x[1:].rstrip("/") for x in lines if x.startswith("!")}
     needed = set(re.findall(r"^COPY (?!--from)(\S+)", DOCKERFILE.read_text(), re.M))
-    assert {n.rstrip("/") for n in needed} <= allowed
+    # A file inside an allowed folder is allowed (web/package.json under !web/).
+    assert {n.rstrip("/").split("/")[0] for n in needed} <= allowed
+    # The page's own build products and node_modules never enter the context: the image
+    # builds them itself from the lockfile.
+    for excluded in ("web/build/", "web/dist/", "**/node_modules/"):
+        assert excluded in lines, excluded
