@@ -11,6 +11,8 @@ import httpx
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
+from agentchat.agent.audit.retention import Retention
+from agentchat.agent.audit.trail import AuditTrail
 from agentchat.agent.chat.join import RunListener
 from agentchat.agent.chat.limits import UserLimits
 from agentchat.agent.chat.recovery import OrphanSweeper
@@ -91,6 +93,7 @@ async def build_services(settings: AgentSettings) -> Services:
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
                                                  max_keepalive_connections=50))
     tokens = ServiceTokenProvider(settings, http)
+    audit = AuditTrail(db=pool, catalog=catalog) if settings.audit else None
     deps = GraphDeps(
         catalog=catalog,
         llm=make_llm(settings),
@@ -98,6 +101,7 @@ async def build_services(settings: AgentSettings) -> Services:
                             tokens=tokens, http=http),
         tools=ToolRuntime(catalog=catalog, base_url=settings.sstools_url, tokens=tokens,
                           http=http, max_output_chars=settings.max_tool_output_chars),
+        audit=audit,
     )
     graph = build_graph(deps).compile(checkpointer=saver)
     runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s)
@@ -107,9 +111,11 @@ async def build_services(settings: AgentSettings) -> Services:
     chat = ChatService(settings=settings, pool=pool, runner=runner, verifier=verifier,
                        tools=TurnToolChooser(settings, catalog), policy=deps.policy,
                        catalog=catalog, limits=UserLimits.from_settings(settings), hub=hub,
-                       listener=listener)
+                       listener=listener, audit=audit)
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
-    sweeper = OrphanSweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s)
+    sweeper = OrphanSweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s,
+                            retention=Retention(db=pool, days=settings.audit_retention_days,
+                                                interval_s=settings.audit_prune_interval_s))
     sweeper.start()
     return Services(settings=settings, catalog=catalog, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
