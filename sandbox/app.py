@@ -137,10 +137,12 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
     @app.get("/api/audit", tags=["audit"])
     async def read_audit(request: Request, operation: str | None = None,
                          user_actor: str | None = None, outcome: str | None = None,
-                         idempotency_key: str | None = None) -> dict[str, Any]:
+                         idempotency_key: str | None = None,
+                         decision_id: str | None = None) -> dict[str, Any]:
         gatekeeper.authenticate(request)
         return {"items": sandbox.audit.query(operation=operation, user_actor=user_actor,
-                                             outcome=outcome, idempotency_key=idempotency_key)}
+                                             outcome=outcome, idempotency_key=idempotency_key,
+                                             decision_id=decision_id)}
 
     if sandbox.faults is not None:
         _sandbox_routes(app, sandbox, {t.name for t in catalog.tools})

@@ -1,7 +1,8 @@
 """The audit log: one record per request that got past authentication (docs/protocol.md §7).
 
-`{ts, service_actor, user_actor, operation, env, args, outcome, idempotency_key}`, oldest
-first; outcome is "ok", "error", "forbidden", "replayed" or "not_found". Tests and the agent's
+`{ts, service_actor, user_actor, operation, env, args, outcome, idempotency_key,
+decision_id}`, oldest first (`decision_id`: the agent's `X-Decision-Id`, the policy decision
+that let the call run, so this audit joins the agent's trail; null when not sent); outcome is "ok", "error", "forbidden", "replayed" or "not_found". Tests and the agent's
 tests count executions here, so an executed call is exactly one "ok" record.
 """
 
@@ -20,13 +21,15 @@ class AuditLog:
         self._lock = threading.Lock()
 
     def record(self, *, service_actor: str, user_actor: str, operation: str, env: str | None,
-               args: dict[str, Any], outcome: str, idempotency_key: str | None) -> None:
+               args: dict[str, Any], outcome: str, idempotency_key: str | None,
+               decision_id: str | None = None) -> None:
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown audit outcome {outcome!r}")
         item = {
             "ts": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "service_actor": service_actor, "user_actor": user_actor, "operation": operation,
             "env": env, "args": args, "outcome": outcome, "idempotency_key": idempotency_key,
+            "decision_id": decision_id,
         }
         with self._lock:
             self._items.append(item)

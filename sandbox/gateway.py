@@ -59,7 +59,9 @@ class Gateway:
         async def call_tool(request: Request) -> Response:
             caller = self.gatekeeper.authenticate(request)  # TokenError → 401, no audit
             key = request.headers.get("idempotency-key") or None
-            audit = _Auditor(self.audit, caller, tool, key)
+            # Recorded as sent (cut): it joins the agent's trail, it grants nothing here.
+            decision_id = (request.headers.get("x-decision-id") or "")[:128] or None
+            audit = _Auditor(self.audit, caller, tool, key, decision_id)
             try:
                 args = await reader.read(request)
             except ArgumentsError as e:
@@ -145,10 +147,12 @@ class Gateway:
 class _Auditor:
     """Writes the one audit record of a request, with its caller and key filled in."""
 
-    def __init__(self, log_: AuditLog, caller: Caller, tool: Tool, key: str | None) -> None:
+    def __init__(self, log_: AuditLog, caller: Caller, tool: Tool, key: str | None,
+                 decision_id: str | None = None) -> None:
         self.log, self.caller, self.tool, self.key = log_, caller, tool, key
+        self.decision_id = decision_id
 
     def __call__(self, args: dict[str, Any], env: str | None, outcome: str) -> None:
         self.log.record(service_actor=self.caller.service.sub, user_actor=self.caller.user.sub,
                         operation=self.tool.name, env=env, args=args, outcome=outcome,
-                        idempotency_key=self.key)
+                        idempotency_key=self.key, decision_id=self.decision_id)

@@ -10,6 +10,8 @@ A running turn's process renews its conversation's lease every `lease_s / 3`, so
 - The user's next submit (`ChatService`): `retry` finishes the interrupted run from its last
   checkpoint with the same idempotency keys, so a confirmed call runs exactly once; a new
   message first answers the dangling calls so the model never sees a call without a result.
+
+The sweeper also applies the audit trail's retention (agent/audit/retention.py), when due.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 
+from agentchat.agent.audit.retention import Retention
 from agentchat.agent.chat.runs import RunHub
 from agentchat.agent.chat.turns import TurnRunner
 from agentchat.agent.storage import turns as turn_records
@@ -27,8 +30,10 @@ log = logging.getLogger("agentchat.agent.chat.recovery")
 
 
 class OrphanSweeper:
-    def __init__(self, *, pool: Db, runner: TurnRunner, hub: RunHub, lease_s: float) -> None:
+    def __init__(self, *, pool: Db, runner: TurnRunner, hub: RunHub, lease_s: float,
+                 retention: Retention | None = None) -> None:
         self.pool = pool
+        self.retention = retention
         self.runner = runner
         self.hub = hub
         self.lease_s = lease_s
@@ -49,6 +54,11 @@ class OrphanSweeper:
             # A failed sweep (database down) is retried at the next interval.
             with contextlib.suppress(Exception):
                 await self.sweep()
+            if self.retention is not None:
+                try:
+                    await self.retention.maybe_cut()
+                except Exception:  # the next interval tries again; orphans are not held up
+                    log.warning("audit retention failed; retrying at the next interval")
             await asyncio.sleep(self.lease_s)
 
     def start(self) -> None:

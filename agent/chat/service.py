@@ -1,7 +1,9 @@
 """What a `/chat` submit does (docs/protocol.md §1–§4): which conversation, the multi-tab lease, and
 which kind of submit it is (a message, a card's answer, a retry), started as a turn.
 
-`stream.py` turns what the turn emits into the events the client sees.
+`stream.py` turns what the turn emits into the events the client sees. A card's answer is
+the audit trail's answer row (and the re-check's decision row), in the transaction that
+resolves the card; the span `agentchat.card.answer` and CARDS / CARD_ANSWER count it.
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
+from opentelemetry import trace
 
+from agentchat.agent.audit.store import Entry
+from agentchat.agent.audit.trail import AuditTrail, decision_detail
 from agentchat.agent.chat.inputs import ChatRequest
 from agentchat.agent.chat.join import RunListener, join
 from agentchat.agent.chat.limits import UserLimits
@@ -23,6 +29,7 @@ from agentchat.agent.chat.turns import Turn, TurnRunner
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.metrics import CARD_ANSWER, CARDS
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import confirmations, conversations, leases, runs
@@ -34,13 +41,16 @@ from agentchat.errors import AgentChatError, ErrorCode, TokenError
 from agentchat.identity import Principal, TokenVerifier
 from agentchat.words import Lang, as_lang, turn_language
 
+TRACER = trace.get_tracer("agentchat.agent")
+
 
 class ChatService:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
                  verifier: TokenVerifier, tools: TurnToolChooser, policy: PolicyClient,
                  catalog: Catalog, limits: UserLimits, hub: RunHub,
-                 listener: RunListener) -> None:
+                 listener: RunListener, audit: AuditTrail | None = None) -> None:
         self.settings = settings
+        self.audit = audit
         self.hub = hub
         self.listener = listener
         self.limits = limits
@@ -146,9 +156,13 @@ class ChatService:
                      conversation_id: str, session: str) -> tuple[Turn, Run]:
         """Start the turn for this submit, as a run (its events, any early ones first)."""
         if req.action in ("confirm", "deny"):
-            turn, early = await self._answer(req, principal, token, conversation_id, session)
+            with TRACER.start_as_current_span("agentchat.card.answer", attributes={
+                    "agentchat.conversation_id": conversation_id,
+                    "agentchat.action": str(req.action)}):
+                turn, early = await self._answer(req, principal, token, conversation_id,
+                                                 session)
         else:
-            early = await self._deny_pending(conversation_id)
+            early = await self._deny_pending(conversation_id, principal, session)
             if req.action == "retry":
                 turn = await self._retry(token, conversation_id, session)
             else:
@@ -259,19 +273,55 @@ class ChatService:
                        "untrusted": False}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
-    async def _deny_pending(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def _deny_pending(self, conversation_id: str, principal: Principal,
+                            session: str) -> list[dict[str, Any]]:
         """A new message (or a retry) over a pending card resolves the card as denied."""
         async with connection(self.pool) as conn, conversation_lock(conn, conversation_id):
             pending = await confirmations.pending_confirmation(conn, conversation_id)
-            if pending is None or not await confirmations.resolve_confirmation(
-                    conn, pending["confirm_id"], "denied"):
+            if pending is None:
                 return []
+            async with conn.transaction():
+                if not await confirmations.resolve_confirmation(conn, pending["confirm_id"],
+                                                                "denied"):
+                    return []
+                await self._audit_answer(conn, pending, principal, session, "new_message",
+                                         "denied", None)
+        _count_answer(pending, "denied")
         await self.runner.close_dangling(conversation_id, "not run: the user denied it",
                                          "denied")
         if pending["turn_id"]:
             await turn_records.finish_turn(self.pool, pending["turn_id"], "completed")
         return [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
                  "result": "denied"}]
+
+    async def _audit_answer(self, conn: psycopg.AsyncConnection[Any], pending: dict[str, Any],
+                            principal: Principal, session: str, action: str, result: str,
+                            recheck: dict[str, Any] | None) -> None:
+        """The answer row (after the re-check's decision row), and why the call will not run
+        unless confirmed; in the caller's transaction, so the card and its answer agree."""
+        if self.audit is None:
+            return
+        ref = await self.audit.record_of(pending["conversation_id"], pending["call_id"], conn)
+        if ref is None:  # not an audited call
+            return
+        card = pending["payload"] or {}
+        entries: list[Entry] = []
+        if recheck is not None and recheck.get("decision_id"):
+            entries.append(ref.entry("decision", decision_detail(
+                recheck, kind="recheck", untrusted=bool(recheck.get("untrusted")))))
+        entries.append(ref.entry("answer", {
+            "confirm_id": pending["confirm_id"], "by": principal.sub, "session": session,
+            "action": action, "result": result}))
+        if result != "confirmed":
+            if result == "expired":
+                reason = "expired"
+            elif not card.get("permission_granted", True):
+                reason = "permission_denied"
+            else:
+                reason = "revoked" if recheck is not None else "denied"
+            entries.append(ref.entry("not_run", {"reason": reason, "detail": action},
+                                     once=True))
+        await self.audit.append(entries, conn)
 
     async def _answer(self, req: ChatRequest, principal: Principal, token: str,
                       conversation_id: str, session: str) -> tuple[Turn, list[dict[str, Any]]]:
@@ -298,10 +348,14 @@ class ChatService:
                 result = "denied" if recheck["decision"] == "deny" else "confirmed"
             else:
                 result = "denied"
-            if not await confirmations.resolve_confirmation(conn, pending["confirm_id"],
-                                                            result):
-                raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
-                                     "the confirmation was already answered")
+            async with conn.transaction():
+                if not await confirmations.resolve_confirmation(conn, pending["confirm_id"],
+                                                                result):
+                    raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
+                                         "the confirmation was already answered")
+                await self._audit_answer(conn, pending, principal, session,
+                                         str(req.action), result, recheck)
+        _count_answer(pending, result)
         last = await turn_records.last_turn(self.pool, conversation_id)
         runtime = self._resumed_runtime(conversation_id, token, last)
         turn_id = pending["turn_id"] or str(uuid.uuid4())
@@ -322,5 +376,20 @@ class ChatService:
         if tool is None:
             return {"decision": "deny", "required_role": None, "alternatives": []}
         state = await self.runner.state(conversation_id)
-        return await self.policy.check_call(user_jwt=token, tool=tool, arguments=args,
-                                            untrusted=bool(state.values.get("untrusted")))
+        untrusted = bool(state.values.get("untrusted"))
+        decision = await self.policy.check_call(user_jwt=token, tool=tool, arguments=args,
+                                                untrusted=untrusted)
+        return {**decision, "untrusted": untrusted}
+
+
+def _count_answer(pending: dict[str, Any], result: str) -> None:
+    """CARDS by result and the time the card waited for its answer (its span says it too)."""
+    CARDS.labels(result).inc()
+    created = pending.get("created_at")
+    if isinstance(created, datetime):
+        waited = max(0.0, (datetime.now(UTC) - created).total_seconds())
+        CARD_ANSWER.observe(waited)
+        span = trace.get_current_span()
+        span.set_attribute("agentchat.result", result)
+        span.set_attribute("agentchat.confirm_id", str(pending.get("confirm_id")))
+        span.set_attribute("agentchat.card_wait_s", round(waited, 3))

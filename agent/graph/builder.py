@@ -18,6 +18,11 @@
 - `prefetch` (first, when the turn has prefetch calls) is an ordinary tool call made by the
   agent: it goes through policy, confirm and tools like any other.
 
+Audit (issue 20, agent/audit/trail.py): `policy` appends each audited call's decision,
+`confirm` why a call it refuses does not run, `tools` each execution (and sends the decision's
+id with it); cards and answers are appended where they are stored. Spans: one per node
+(`agentchat.graph.<node>`; the model node's is its own), one per card (`agentchat.card`).
+
 Words (issue 18): everything said to people is in the turn's language (`TurnRuntime.lang`):
 the system prompt and tool descriptions the model gets, tool events' `title`, the card's
 `prompt` (the catalog's template; object names only from ss-tools results or the matching
@@ -40,8 +45,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
+from opentelemetry import trace
 from typing_extensions import TypedDict
 
+from agentchat.agent.audit.store import Entry
+from agentchat.agent.audit.trail import AuditTrail, decision_detail
 from agentchat.agent.graph.names import known_names, names_for_call
 from agentchat.agent.graph.offline.planner import context_message
 from agentchat.agent.graph.offline.rules import TurnContext
@@ -62,6 +70,7 @@ CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
 IDEMPOTENCY_NAMESPACE = uuid.UUID("0b7f3e2a-51c4-4d8e-a6f9-2e3c7d1b5a84")
 REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
 EXPIRED = "not run: the confirmation expired"
+TRACER = trace.get_tracer("agentchat.agent")
 
 
 def merge_messages(left: Any, right: Any) -> Any:
@@ -85,6 +94,7 @@ class AgentState(TypedDict, total=False):
     decisions: dict[str, dict[str, Any]]  # call_id -> the sidecar's decision
     approved: list[str]                   # call ids the tools node runs
     approved_keys: dict[str, str]         # call_id -> Idempotency-Key (confirm_id if carded)
+    approved_decisions: dict[str, str]    # call_id -> decision_id in force (a re-check's)
     halt: dict[str, Any] | None           # an error that ends the turn (FORBIDDEN)
     untrusted: bool                       # ss-tools output entered this turn's context
 
@@ -109,6 +119,7 @@ class GraphDeps:
     llm: BaseChatModel
     policy: PolicyClient
     tools: ToolRuntime
+    audit: AuditTrail | None = None  # None: no trail (AGENTCHAT_AGENT_AUDIT=false)
 
 
 def confirm_id_for(conversation_id: str, call_id: str) -> str:
@@ -191,6 +202,11 @@ class Nodes:
         self.deps = deps
 
     async def prefetch(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
+        with TRACER.start_as_current_span("agentchat.graph.prefetch", attributes={
+                "agentchat.calls": len(runtime.context.prefetch)}):
+            return self._prefetch(runtime)
+
+    def _prefetch(self, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         calls = [{"name": c["name"], "args": c["args"], "id": c["id"], "type": "tool_call"}
                  for c in runtime.context.prefetch]
         # Named, so the model can tell the agent's own prefetch from calls it made itself.
@@ -216,22 +232,67 @@ class Nodes:
     async def policy(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ai = _last_ai(state)
         assert ai is not None
-        ctx = runtime.context
+        with TRACER.start_as_current_span("agentchat.graph.policy", attributes={
+                "agentchat.calls": len(ai.tool_calls)}):
+            return await self._policy(ai, state, runtime.context)
+
+    async def _policy(self, ai: AIMessage, state: AgentState,
+                      ctx: TurnRuntime) -> dict[str, Any]:
         writer = get_stream_writer()
         decisions = dict(state.get("decisions") or {})
         offered = set(ctx.tools) if ai.name != PREFETCH_NAME else {
             c["name"] for c in ctx.prefetch}
-        for call in ai.tool_calls:
-            call_id = call["id"] or ""
-            if call_id not in decisions:
-                decisions[call_id] = await self._gate_call(call, offered, ctx, state)
-            d = decisions[call_id]
-            if d["decision"] == REFUSED:
-                title = tool_title(self.deps.catalog, call["name"], ctx.lang)
-                writer({"type": "tool_start", "tool": call["name"], "title": title,
-                        "call_id": call_id, "input": call["args"]})
-                writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}", title))
+        trail: list[Entry] = []
+        try:
+            for call in ai.tool_calls:
+                call_id = call["id"] or ""
+                if call_id not in decisions:
+                    try:
+                        decisions[call_id] = await self._gate_call(call, offered, ctx, state)
+                    except AgentChatError as e:
+                        trail += self._audit_not_run(ctx, call, "policy_unavailable"
+                                                     if e.code is ErrorCode.POLICY_UNAVAILABLE
+                                                     else "refused", str(e.code))
+                        raise
+                    trail += self._audit_decision(ctx, call, decisions[call_id],
+                                                  bool(state.get("untrusted")))
+                d = decisions[call_id]
+                if d["decision"] == REFUSED:
+                    title = tool_title(self.deps.catalog, call["name"], ctx.lang)
+                    writer({"type": "tool_start", "tool": call["name"], "title": title,
+                            "call_id": call_id, "input": call["args"]})
+                    writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}",
+                                         title))
+        finally:
+            if self.deps.audit is not None:
+                await self.deps.audit.append(trail)
         return {"decisions": decisions}
+
+    def _audit_decision(self, ctx: TurnRuntime, call: Any, d: dict[str, Any],
+                        untrusted: bool) -> list[Entry]:
+        """The decision row of an audited call (a refused one: why it does not run)."""
+        audit = self.deps.audit
+        if audit is None or not audit.audited(call["name"]):
+            return []
+        ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
+                        call_id=call["id"] or "", tool=call["name"], args=call["args"])
+        out = []
+        if d.get("decision_id"):  # the sidecar answered (a refusal of its own included)
+            out.append(ref.entry("decision", decision_detail(d, kind="check",
+                                                             untrusted=untrusted)))
+        if d.get("decision") == REFUSED:
+            out.append(ref.entry("not_run", {"reason": "refused",
+                                             "detail": str(d.get("detail"))[:500]}, once=True))
+        return out
+
+    def _audit_not_run(self, ctx: TurnRuntime, call: Any, reason: str,
+                       detail: str) -> list[Entry]:
+        audit = self.deps.audit
+        if audit is None or not audit.audited(call["name"]):
+            return []
+        ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
+                        call_id=call["id"] or "", tool=call["name"], args=call["args"])
+        return [ref.entry("not_run", {"reason": reason, "detail": detail[:500]}, once=True)]
 
     async def _gate_call(self, call: Any, offered: set[str], ctx: TurnRuntime,
                          state: AgentState) -> dict[str, Any]:
@@ -253,29 +314,64 @@ class Nodes:
             Literal["tools", "model"]]:
         ai = _last_ai(state)
         assert ai is not None
+        # Ended by the card's interrupt on every pass but the last: not an error.
+        with TRACER.start_as_current_span("agentchat.graph.confirm", record_exception=False,
+                                          set_status_on_exception=False):
+            return await self._confirm(ai, state, runtime.context)
+
+    async def _confirm(self, ai: AIMessage, state: AgentState, ctx: TurnRuntime) -> Command[
+            Literal["tools", "model"]]:
         verdicts = _Verdicts()
-        words = _CardWords(self.deps.catalog, runtime.context,
-                           known_names(state.get("messages", []), self.deps.catalog,
-                                       runtime.context.lang))
+        words = _CardWords(self.deps.catalog, ctx,
+                           known_names(state.get("messages", []), self.deps.catalog, ctx.lang))
         for call in ai.tool_calls:
             if verdicts.expired:  # no more cards once one expired
-                verdicts.refused.append(_refusal(call, EXPIRED))
+                verdicts.refuse(call, EXPIRED, "expired")
                 continue
             decision = state.get("decisions", {}).get(call["id"] or "", {})
             _confirm_call(call, decision, words, verdicts)
         if verdicts.expired:
-            verdicts = _Verdicts(refused=[_refusal(c, EXPIRED) for c in ai.tool_calls])
+            expired = _Verdicts()
+            for call in ai.tool_calls:
+                expired.refuse(call, EXPIRED, "expired")
+            verdicts = expired
+        # The last pass (no card left to ask): why each refused call does not run, once.
+        await self._audit_refusals(ctx, ai, verdicts)
         goto: Literal["tools", "model"] = "tools" if verdicts.approved else "model"
         return Command(goto=goto, update={"approved": verdicts.approved,
                                           "approved_keys": verdicts.keys,
+                                          "approved_decisions": verdicts.decision_ids,
                                           "messages": verdicts.refused})
+
+    async def _audit_refusals(self, ctx: TurnRuntime, ai: AIMessage,
+                              verdicts: _Verdicts) -> None:
+        audit = self.deps.audit
+        if audit is None:
+            return
+        entries = []
+        for call in ai.tool_calls:
+            reason = verdicts.reasons.get(call["id"] or "")
+            if reason is not None and audit.audited(call["name"]):
+                ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
+                                call_id=call["id"] or "", tool=call["name"], args=call["args"])
+                entries.append(ref.entry("not_run", {"reason": reason[0],
+                                                     "detail": reason[1]}, once=True))
+        await audit.append(entries)
 
     async def tools(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["model", "__end__"]]:
         ai = _last_ai(state)
         assert ai is not None
+        with TRACER.start_as_current_span("agentchat.graph.tools", attributes={
+                "agentchat.calls": len(state.get("approved", []))}):
+            return await self._tools(ai, state, runtime.context)
+
+    async def _tools(self, ai: AIMessage, state: AgentState, ctx: TurnRuntime) -> Command[
+            Literal["model", "__end__"]]:
         writer = get_stream_writer()
         keys = state.get("approved_keys", {})
+        decided = state.get("decisions", {})
+        in_force = state.get("approved_decisions", {})
         results: list[ToolMessage] = []
         halt = None
         for call in ai.tool_calls:
@@ -284,11 +380,19 @@ class Nodes:
                 continue
             if halt is not None:
                 results.append(_refusal(call, "not run: the ss-tools API refused this turn"))
+                await self._audit(ctx, call, "not_run", {
+                    "reason": "halted", "detail": "the ss-tools API refused an earlier call"})
                 continue
+            decision_id = in_force.get(call_id) or decided.get(call_id, {}).get("decision_id")
             outcome = await self.deps.tools.run(
                 tool_name=call["name"], call_id=call_id, args=call["args"],
-                user_jwt=runtime.context.user_jwt, idempotency_key=keys.get(call_id), emit=writer,
-                lang=runtime.context.lang)
+                user_jwt=ctx.user_jwt, idempotency_key=keys.get(call_id), emit=writer,
+                lang=ctx.lang, decision_id=decision_id)
+            await self._audit(ctx, call, "execution", {
+                "idempotency_key": keys.get(call_id), "decision_id": decision_id,
+                "outcome": outcome.status, "replayed": outcome.replayed,
+                "attempts": outcome.attempts, "duration_ms": outcome.duration_ms,
+                "error": None if outcome.error is None else outcome.error[:500]})
             results.append(ToolMessage(content=outcome.message_text(), tool_call_id=call_id,
                                        name=call["name"],
                                        status="success" if outcome.status == "ok" else "error"))
@@ -301,6 +405,16 @@ class Nodes:
         return Command(goto=goto,
                        update={"messages": results, "approved": [], "halt": halt,
                                "untrusted": True})
+
+    async def _audit(self, ctx: TurnRuntime, call: Any, stage: str,
+                     detail: dict[str, Any]) -> None:
+        """One row for an audited call, right after what it records (an execution is on the
+        chain before the model sees its result)."""
+        audit = self.deps.audit
+        if audit is not None and audit.audited(call["name"]):
+            ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
+                            call_id=call["id"] or "", tool=call["name"], args=call["args"])
+            await audit.append([ref.entry(stage, detail)])
 
 
 def start(state: AgentState, runtime: Runtime[TurnRuntime]) -> str:
@@ -336,12 +450,21 @@ class _Verdicts:
 
     approved: list[str] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)  # call_id -> Idempotency-Key
+    decision_ids: dict[str, str] = field(default_factory=dict)  # call_id -> decision in force
     refused: list[ToolMessage] = field(default_factory=list)
+    reasons: dict[str, tuple[str, str]] = field(default_factory=dict)  # the audit's words
     expired: bool = False
 
-    def approve(self, call_id: str, key: str) -> None:
+    def approve(self, call_id: str, key: str, decision_id: Any = None) -> None:
         self.approved.append(call_id)
         self.keys[call_id] = key
+        if isinstance(decision_id, str):
+            self.decision_ids[call_id] = decision_id
+
+    def refuse(self, call: Any, text: str, reason: str,
+               message: ToolMessage | None = None) -> None:
+        self.refused.append(message or _refusal(call, text))
+        self.reasons[call["id"] or ""] = (reason, text)
 
 
 @dataclass(frozen=True)
@@ -379,35 +502,50 @@ def _confirm_call(call: Any, d: dict[str, Any], words: _CardWords, out: _Verdict
     ctx = words.ctx
     call_id = call["id"] or ""
     if d.get("decision") == REFUSED:
-        out.refused.append(_refusal(call, f"not run: {d.get('detail')}"))
+        out.refuse(call, f"not run: {d.get('detail')}", "refused")
         return
     if d.get("decision") == "allow":
-        out.approve(call_id, idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id))
+        out.approve(call_id, idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id),
+                    d.get("decision_id"))
         return
     cid = confirm_id_for(ctx.conversation_id, call_id)
-    d, result = _ask(cid, words, call, d)
+    asked = d
+    d, result, in_force = _ask(cid, words, call, d)
     if d.get("decision") == "allow_with_confirmation" and result == "confirmed":
-        out.approve(call_id, cid)
+        out.approve(call_id, cid, in_force.get("decision_id"))
     elif result == "expired":
-        out.refused.append(_refusal(call, EXPIRED))
+        out.refuse(call, EXPIRED, "expired")
         out.expired = True
     elif d.get("decision") == "deny":
-        out.refused.append(_permission_denied(call, d, words))
+        # A card the sidecar had allowed, denied by the re-check: the role went meanwhile.
+        reason = "revoked" if asked.get("decision") != "deny" else "permission_denied"
+        out.refuse(call, "not run: permission denied", reason,
+                   _permission_denied(call, d, words))
     else:
-        out.refused.append(_refusal(call, "not run: the user denied it"))
+        out.refuse(call, "not run: the user denied it", "denied")
 
 
 def _ask(confirm_id: str, words: _CardWords, call: Any,
-         d: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The card as an `interrupt()`: the decision (as rechecked) and the user's answer."""
-    # Raises on the first run; returns the answer on resume.
-    answer = interrupt(_card(confirm_id, words, call, d))
-    result = answer.get("result") if isinstance(answer, dict) else None
-    recheck = answer.get("recheck") if isinstance(answer, dict) else None
+         d: dict[str, Any]) -> tuple[dict[str, Any], str | None, dict[str, Any]]:
+    """The card as an `interrupt()`: the decision (as rechecked), the user's answer, and the
+    decision in force (the re-check's when there was one: its id goes to ss-tools)."""
+    ctx = words.ctx
+    with TRACER.start_as_current_span("agentchat.card", record_exception=False,
+                                      set_status_on_exception=False, attributes={
+            "agentchat.confirm_id": confirm_id, "agentchat.tool": call["name"],
+            "agentchat.environment": str(d.get("env_context") or ""),
+            "agentchat.permission_granted": d.get("decision") != "deny",
+            "agentchat.turn_id": ctx.turn_id}) as span:
+        # Raises on the first run (the card is shown; the span ends there); returns the
+        # answer on resume.
+        answer = interrupt(_card(confirm_id, words, call, d))
+        result = answer.get("result") if isinstance(answer, dict) else None
+        recheck = answer.get("recheck") if isinstance(answer, dict) else None
+        span.set_attribute("agentchat.result", str(result))
     if isinstance(recheck, dict) and recheck.get("decision") == "deny":
         # Confirmed, but the sidecar asked again with the user's current token said no.
-        return recheck, "denied"
-    return d, result
+        return recheck, "denied", recheck
+    return d, result, recheck if isinstance(recheck, dict) else d
 
 
 def _permission_denied(call: Any, d: dict[str, Any], words: _CardWords) -> ToolMessage:

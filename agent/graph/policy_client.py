@@ -1,15 +1,30 @@
-"""The agent's side of docs/protocol.md §6: ask the policy sidecar about one tool call."""
+"""The agent's side of docs/protocol.md §6: ask the policy sidecar about one tool call.
+
+Each check is a span `agentchat.policy.check` (tool, environment, the arguments' digest, the
+decision, its `decision_id` and `policy_revision`; never a token or an argument's value) and
+counts in POLICY_DECISIONS / POLICY_LATENCY.
+"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 import httpx
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
 
+from agentchat.agent.audit.chain import args_digest
 from agentchat.agent.graph.service_token import ServiceTokenProvider
+from agentchat.agent.metrics import POLICY_DECISIONS, POLICY_LATENCY
 from agentchat.catalog import Tool
 from agentchat.errors import AgentChatError, ErrorCode
+
+TRACER = trace.get_tracer("agentchat.agent")
+# POLICY_DECISIONS' outcomes: the sidecar's decisions by their short names.
+OUTCOMES = {"allow": "allow", "allow_with_confirmation": "confirm", "deny": "deny"}
+FAILED_OUTCOMES = {ErrorCode.POLICY_UNAVAILABLE: "unavailable", ErrorCode.UNAUTHORIZED: "deny"}
 
 
 class PolicyClient:
@@ -27,6 +42,29 @@ class PolicyClient:
         `arguments` must be the validated ones the request will be built from (the gate checks
         exactly what runs); `untrusted` says ss-tools output has entered this turn's context.
         """
+        with TRACER.start_as_current_span("agentchat.policy.check", attributes={
+                "agentchat.tool": tool, "agentchat.environment": environment or "",
+                "agentchat.args_hash": args_digest(arguments),
+                "agentchat.untrusted": untrusted}) as span:
+            started = time.monotonic()
+            try:
+                decision = await self._ask(user_jwt=user_jwt, tool=tool, arguments=arguments,
+                                           environment=environment, untrusted=untrusted)
+            except AgentChatError as e:
+                # A refused user token is the sidecar's deny; a malformed call is no decision.
+                if e.code in FAILED_OUTCOMES:
+                    POLICY_DECISIONS.labels(FAILED_OUTCOMES[e.code]).inc()
+                span.set_attribute("agentchat.error_code", str(e.code))
+                span.set_status(Status(StatusCode.ERROR, str(e.code)))
+                raise
+            finally:
+                POLICY_LATENCY.observe(time.monotonic() - started)
+            POLICY_DECISIONS.labels(OUTCOMES[decision["decision"]]).inc()
+            _describe(span, decision)
+            return decision
+
+    async def _ask(self, *, user_jwt: str, tool: str, arguments: dict[str, Any],
+                   environment: str | None, untrusted: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"request_id": str(uuid.uuid4()), "environment": environment,
                                 "tool": tool, "arguments": arguments}
         if untrusted:
@@ -51,12 +89,12 @@ class PolicyClient:
             try:
                 decision: dict[str, Any] = resp.json()
                 kind = decision["decision"]
-            except (ValueError, KeyError):
+            except (ValueError, KeyError, TypeError):
                 break
             if kind == "deny" and str(decision.get("reason_code", "")).startswith(
                     "user_token_invalid"):
                 raise AgentChatError(ErrorCode.UNAUTHORIZED, "the user token was refused")
-            if kind not in ("allow", "allow_with_confirmation", "deny"):
+            if kind not in OUTCOMES:
                 break
             return decision
         raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")
@@ -67,3 +105,11 @@ class PolicyClient:
         return await self.check(user_jwt=user_jwt, tool=tool.name, arguments=arguments,
                                 environment=tool.environments_of(arguments)[0],
                                 untrusted=untrusted)
+
+
+def _describe(span: Span, decision: dict[str, Any]) -> None:
+    """The decision on its span: ids and names only (reason codes are the sidecar's words)."""
+    for key in ("decision", "decision_id", "policy_revision", "reason_code", "risk"):
+        value = decision.get(key)
+        if isinstance(value, str):
+            span.set_attribute(f"agentchat.{key}", value)

@@ -8,6 +8,11 @@ Events go to `emit`, each with the tool's `title` in the turn's language (`tool`
 machine name); the outcome becomes the model's ToolMessage. The request is built by
 `agentchat.tool_request.build_request` from the validated arguments only; a call it refuses
 sends nothing and ends with `tool_error {reason: "invalid_arguments"}`.
+
+The call's `decision_id` (the sidecar's decision that let it run) goes with every attempt as
+`X-Decision-Id`, so the ss-tools audit joins ours. A call is the span `agentchat.tool`, each
+attempt `agentchat.tool.attempt` under it (tool, environment, attempt, outcome; never argument
+values or tokens); TOOL_CALLS and TOOL_SECONDS count them.
 """
 
 from __future__ import annotations
@@ -20,13 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
 
 from agentchat.agent.graph.service_token import ServiceTokenProvider
+from agentchat.agent.metrics import TOOL_CALLS, TOOL_SECONDS
 from agentchat.catalog import Catalog
 from agentchat.errors import ErrorCode
 from agentchat.tool_request import InvalidArguments, build_request
 from agentchat.words import Lang, pick
 
+TRACER = trace.get_tracer("agentchat.agent")
 TRANSIENT = {502, 503, 504}
 INVALID_ARGUMENTS = "invalid_arguments"
 Emit = Callable[[dict[str, Any]], None]
@@ -50,11 +59,13 @@ def refusal_event(tool: str, call_id: str, error: str, title: str) -> dict[str, 
 
 @dataclass
 class ToolOutcome:
-    status: str  # ok | error | timeout | forbidden
+    status: str  # ok | error | timeout | forbidden | refused (nothing was sent)
     output: Any = None
     error: str | None = None
     attempts: int = 1
     events: list[dict[str, Any]] = field(default_factory=list)
+    replayed: bool = False  # ss-tools answered from its Idempotency-Key store
+    duration_ms: int = 0    # the whole call, retries and backoff included
 
     def message_text(self) -> str:
         if self.status == "ok":
@@ -94,19 +105,38 @@ class ToolRuntime:
         self.backoff_s = backoff_s
 
     async def run(self, *, tool_name: str, call_id: str, args: dict[str, Any], user_jwt: str,
-                  idempotency_key: str | None, emit: Emit, lang: Lang = "ru") -> ToolOutcome:
+                  idempotency_key: str | None, emit: Emit, lang: Lang = "ru",
+                  decision_id: str | None = None) -> ToolOutcome:
+        tool = self.catalog.get(tool_name)
+        env = tool.environments_of(args)[0] if tool is not None else None
+        with TRACER.start_as_current_span("agentchat.tool", attributes={
+                "agentchat.tool": tool_name if tool is not None else "unknown",
+                "agentchat.environment": env if env in self.catalog.environments else "",
+                "agentchat.decision_id": decision_id or ""}) as span:
+            started = time.monotonic()
+            outcome = await self._run(tool_name=tool_name, call_id=call_id, args=args,
+                                      user_jwt=user_jwt, idempotency_key=idempotency_key,
+                                      emit=emit, lang=lang, decision_id=decision_id)
+            outcome.duration_ms = int((time.monotonic() - started) * 1000)
+            _count(span, tool_name if tool is not None else "unknown", outcome,
+                   time.monotonic() - started)
+            return outcome
+
+    async def _run(self, *, tool_name: str, call_id: str, args: dict[str, Any], user_jwt: str,
+                   idempotency_key: str | None, emit: Emit, lang: Lang,
+                   decision_id: str | None) -> ToolOutcome:
         tool = self.catalog.get(tool_name)
         title = tool_title(self.catalog, tool_name, lang)
         emit({"type": "tool_start", "tool": tool_name, "title": title, "call_id": call_id,
               "input": args})
         if tool is None:
             emit(refusal_event(tool_name, call_id, "not run: unknown tool", title))
-            return ToolOutcome("error", error="not run: unknown tool", attempts=0)
+            return ToolOutcome("refused", error="not run: unknown tool", attempts=0)
         try:
             request = build_request(tool, args)
         except InvalidArguments as e:
             emit(refusal_event(tool_name, call_id, f"not run: invalid arguments: {e}", title))
-            return ToolOutcome("error", error=f"not run: invalid arguments: {e}", attempts=0)
+            return ToolOutcome("refused", error=f"not run: invalid arguments: {e}", attempts=0)
         max_attempts = tool.max_attempts
         attempt = 0
         while True:
@@ -115,41 +145,54 @@ class ToolRuntime:
                        "X-User-JWT": user_jwt}
             if tool.risk != "read" and idempotency_key:
                 headers["Idempotency-Key"] = idempotency_key
+            if decision_id:
+                headers["X-Decision-Id"] = decision_id
             started = time.monotonic()
-            try:
-                resp = await asyncio.wait_for(self.http.request(
-                    request.method, self.base_url + request.path, params=request.params,
-                    json=request.body,
-                    headers=headers, timeout=tool.timeout_s + 1), tool.timeout_s)
-            except (TimeoutError, httpx.TimeoutException):
-                emit({"type": "tool_timeout", "tool": tool_name, "title": title,
-                      "call_id": call_id, "timeout_seconds": tool.timeout_s, "retryable": True})
-                return ToolOutcome("timeout", error=f"timed out after {tool.timeout_s:g} s",
-                                   attempts=attempt)
-            except httpx.HTTPError as e:
-                failure, transient = f"connection error: {type(e).__name__}", True
-            else:
-                if resp.status_code == 401 and attempt == 1:
-                    self.tokens.invalidate()
-                if 200 <= resp.status_code < 300:
-                    try:
-                        output = resp.json()
-                    except ValueError:
-                        return self._error(emit, tool_name, title, call_id,
-                                           "the ss-tools API returned an unreadable answer",
-                                           attempt, False)
-                    output = trim(output, self.max_output_chars)
-                    emit({"type": "tool_end", "tool": tool_name, "title": title,
-                          "call_id": call_id, "output": output,
-                          "duration_ms": int((time.monotonic() - started) * 1000)})
-                    return ToolOutcome("ok", output=output, attempts=attempt)
-                failure = f"Error {resp.status_code}: {_reason(resp)}"
-                transient = resp.status_code in TRANSIENT
-                if resp.status_code == 403:
-                    outcome = self._error(emit, tool_name, title, call_id, failure, attempt,
-                                          False)
-                    outcome.status = "forbidden"
-                    return outcome
+            with TRACER.start_as_current_span("agentchat.tool.attempt", attributes={
+                    "agentchat.tool": tool_name, "agentchat.attempt": attempt,
+                    "agentchat.max_attempts": max_attempts}) as span:
+                try:
+                    resp = await asyncio.wait_for(self.http.request(
+                        request.method, self.base_url + request.path, params=request.params,
+                        json=request.body,
+                        headers=headers, timeout=tool.timeout_s + 1), tool.timeout_s)
+                except (TimeoutError, httpx.TimeoutException):
+                    span.set_attribute("agentchat.outcome", "timeout")
+                    emit({"type": "tool_timeout", "tool": tool_name, "title": title,
+                          "call_id": call_id, "timeout_seconds": tool.timeout_s,
+                          "retryable": True})
+                    return ToolOutcome("timeout", error=f"timed out after {tool.timeout_s:g} s",
+                                       attempts=attempt)
+                except httpx.HTTPError as e:
+                    failure, transient = f"connection error: {type(e).__name__}", True
+                    span.set_attribute("agentchat.outcome", "connection_error")
+                else:
+                    span.set_attribute("agentchat.http_status", resp.status_code)
+                    if resp.status_code == 401 and attempt == 1:
+                        self.tokens.invalidate()
+                    if 200 <= resp.status_code < 300:
+                        span.set_attribute("agentchat.outcome", "ok")
+                        try:
+                            output = resp.json()
+                        except ValueError:
+                            return self._error(emit, tool_name, title, call_id,
+                                               "the ss-tools API returned an unreadable answer",
+                                               attempt, False)
+                        output = trim(output, self.max_output_chars)
+                        emit({"type": "tool_end", "tool": tool_name, "title": title,
+                              "call_id": call_id, "output": output,
+                              "duration_ms": int((time.monotonic() - started) * 1000)})
+                        return ToolOutcome("ok", output=output, attempts=attempt,
+                                           replayed=resp.headers.get(
+                                               "idempotent-replayed") == "true")
+                    failure = f"Error {resp.status_code}: {_reason(resp)}"
+                    transient = resp.status_code in TRANSIENT
+                    span.set_attribute("agentchat.outcome", "error")
+                    if resp.status_code == 403:
+                        outcome = self._error(emit, tool_name, title, call_id, failure, attempt,
+                                              False)
+                        outcome.status = "forbidden"
+                        return outcome
             if transient and attempt < max_attempts:
                 emit({"type": "tool_retry", "tool": tool_name, "title": title,
                       "call_id": call_id, "attempt": attempt, "max_attempts": max_attempts})
@@ -175,3 +218,16 @@ def _reason(resp: httpx.Response) -> str:
     except ValueError:
         pass
     return resp.reason_phrase or "failed"
+
+
+def _count(span: Span, tool: str, outcome: ToolOutcome, seconds: float) -> None:
+    """The call's metrics (TOOL_CALLS' outcomes: ok, error, timeout, refused) and its span."""
+    label = outcome.status if outcome.status in ("ok", "timeout", "refused") else "error"
+    TOOL_CALLS.labels(tool, label).inc()
+    if outcome.status != "refused":
+        TOOL_SECONDS.labels(tool).observe(seconds)
+    span.set_attribute("agentchat.outcome", outcome.status)
+    span.set_attribute("agentchat.attempts", outcome.attempts)
+    span.set_attribute("agentchat.replayed", outcome.replayed)
+    if outcome.status != "ok":
+        span.set_status(Status(StatusCode.ERROR, outcome.status))

@@ -2,6 +2,8 @@
 
 Answers are serialized per conversation by `agentchat.db.conversation_lock`: the /chat handler
 passes the connection holding that lock, so exactly one of two racing answers resolves a card.
+Storing a card is showing it: the audit trail's card row is appended in the same transaction
+(agent/audit/trail.py), once per card.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ import json
 from datetime import datetime
 from typing import Any
 
-from agentchat.agent.storage.db import Db, Row, execute, fetch_one
+from agentchat.agent.audit.trail import card_shown
+from agentchat.agent.metrics import CARDS
+from agentchat.agent.storage.db import Db, Row, connection, fetch_one
 
 INSERT_CONFIRMATION = """
 INSERT INTO confirmations (confirm_id, conversation_id, turn_id, call_id, payload, expires_at)
 VALUES (%(confirm_id)s, %(conversation_id)s, %(turn_id)s, %(call_id)s, %(payload)s,
         %(expires_at)s)
 ON CONFLICT (confirm_id) DO NOTHING
+RETURNING confirm_id
 """
 PENDING_CONFIRMATION = """
 SELECT *, expires_at <= now() AS expired FROM confirmations
@@ -33,10 +38,16 @@ GET_CONFIRMATION = "SELECT * FROM confirmations WHERE confirm_id = %(confirm_id)
 
 async def add_confirmation(db: Db, *, confirm_id: str, conversation_id: str, turn_id: str,
                            call_id: str, payload: dict[str, Any], expires_at: datetime) -> None:
-    await execute(db, INSERT_CONFIRMATION, {
-        "confirm_id": confirm_id, "conversation_id": conversation_id, "turn_id": turn_id,
-        "call_id": call_id, "payload": json.dumps(payload, ensure_ascii=False),
-        "expires_at": expires_at})
+    async with connection(db) as conn, conn.transaction():
+        cur = await conn.execute(INSERT_CONFIRMATION, {
+            "confirm_id": confirm_id, "conversation_id": conversation_id, "turn_id": turn_id,
+            "call_id": call_id, "payload": json.dumps(payload, ensure_ascii=False),
+            "expires_at": expires_at})
+        if await cur.fetchone() is None:
+            return  # stored (and shown) before: a re-raised card is not a second one
+        await card_shown(conn, conversation_id=conversation_id, turn_id=turn_id,
+                         card={**payload, "call_id": call_id, "confirm_id": confirm_id})
+    CARDS.labels("shown").inc()
 
 
 async def get_confirmation(db: Db, confirm_id: str) -> Row | None:

@@ -1,0 +1,115 @@
+"""What each site of the risky-call path appends, in the domain's words.
+
+- decision: the policy node, and the re-check of a confirm (ChatService): kind (check or
+  recheck), decision_id, decision, policy_revision, reason_code, risk, untrusted.
+- card: agent/storage/confirmations.py when the card is stored, i.e. shown (to the row's
+  owner): confirm_id, prompt, permission_granted, expires_at.
+- answer: ChatService, in the transaction that resolves the card: confirm_id, by, session,
+  action, result.
+- execution: the tools node after the ss-tools call: idempotency_key, decision_id, outcome,
+  replayed, attempts, duration_ms, error.
+- not_run: why it did not run (refused, denied, permission_denied, revoked, expired,
+  halted, policy_unavailable) and a detail: the confirm, tools and policy nodes, ChatService.
+
+Which calls: every call of a write or destructive tool, and of a tool the catalog does not
+know (a tool without risk metadata counts as destructive). The decision is taken once per
+call, so the switch and that rule are applied there: the other stages join a call that has
+a decision row (or, for a call refused before the sidecar, its not_run row is its record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentchat.agent.audit import store
+from agentchat.agent.audit.chain import args_digest
+from agentchat.agent.audit.store import Entry
+from agentchat.agent.storage.db import Db
+from agentchat.catalog import Catalog
+
+MAX_TEXT = 500  # prompts and errors: what a reader needs, not whole outputs
+
+
+@dataclass(frozen=True)
+class CallRef:
+    """The columns every row of one call carries."""
+
+    conversation_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    environment: str | None
+    args_hash: str
+
+    def entry(self, stage: str, detail: dict[str, Any], *, once: bool = False) -> Entry:
+        return Entry(stage=stage, conversation_id=self.conversation_id, turn_id=self.turn_id,
+                     call_id=self.call_id, tool=self.tool, environment=self.environment,
+                     args_hash=self.args_hash, detail=detail, once=once)
+
+
+def decision_detail(d: dict[str, Any], *, kind: str, untrusted: bool) -> dict[str, Any]:
+    return {"kind": kind, "decision_id": d.get("decision_id"), "decision": d.get("decision"),
+            "policy_revision": d.get("policy_revision"), "reason_code": d.get("reason_code"),
+            "risk": d.get("risk"), "untrusted": untrusted}
+
+
+def cut_text(value: Any) -> str | None:
+    return None if value is None else str(value)[:MAX_TEXT]
+
+
+class AuditTrail:
+    """The agent's handle on the trail: the switch, the catalog (which calls), the pool."""
+
+    def __init__(self, *, db: Db, catalog: Catalog, enabled: bool = True) -> None:
+        self.db = db
+        self.catalog = catalog
+        self.enabled = enabled
+
+    def audited(self, tool: str) -> bool:
+        known = self.catalog.get(tool)
+        return self.enabled and (known is None or known.risk != "read")
+
+    def ref(self, *, conversation_id: str, turn_id: str, call_id: str, tool: str,
+            args: Any) -> CallRef:
+        known = self.catalog.get(tool)
+        arguments = args if isinstance(args, dict) else {}
+        env = None
+        if known is not None:
+            found = known.environments_of(arguments)[0]
+            env = found if found in self.catalog.environments else None
+        return CallRef(conversation_id, turn_id, call_id, tool, env, args_digest(arguments))
+
+    async def append(self, entries: list[Entry], db: Db | None = None) -> None:
+        if self.enabled and entries:
+            await store.append(db if db is not None else self.db, entries)
+
+    async def record_of(self, conversation_id: str, call_id: str,
+                        db: Db | None = None) -> CallRef | None:
+        """The call's columns as its decision row has them; None when it is not audited."""
+        if not self.enabled:
+            return None
+        return await ref_from_decision(db if db is not None else self.db, conversation_id,
+                                       call_id)
+
+
+async def ref_from_decision(db: Db, conversation_id: str, call_id: str) -> CallRef | None:
+    row = await store.last_decision(db, conversation_id, call_id)
+    if row is None:
+        return None
+    return CallRef(conversation_id, str(row["turn_id"]), call_id, str(row["tool"]),
+                   row["environment"], str(row["args_hash"]))
+
+
+async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[str, Any]) -> None:
+    """The card row of an audited call (one with a decision row), once per card."""
+    call_id = str(card.get("call_id") or "")
+    ref = await ref_from_decision(db, conversation_id, call_id)
+    if ref is None:
+        return
+    ref = CallRef(conversation_id, turn_id or ref.turn_id, call_id, ref.tool, ref.environment,
+                  ref.args_hash)
+    await store.append(db, [ref.entry("card", {
+        "confirm_id": card.get("confirm_id"), "prompt": cut_text(card.get("prompt")),
+        "permission_granted": bool(card.get("permission_granted", True)),
+        "expires_at": card.get("expires_at")}, once=True)])
