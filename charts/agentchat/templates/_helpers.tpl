@@ -300,3 +300,23 @@ template` takes --kube-version).
 {{- define "agentchat.nativeSidecar" -}}
 {{- if and .Values.sidecar.native (semverCompare ">=1.29-0" .Capabilities.KubeVersion.Version) }}true{{- end }}
 {{- end }}
+
+{{/*
+agentchat.ingressStreamingAnnotations: ingress-nginx annotations for Gradio's streams, on every
+Ingress that routes to the agent (the main one and the page's own, ingress-ui.yaml).
+*/}}
+{{- define "agentchat.ingressStreamingAnnotations" -}}
+{{- if .Values.ingress.nginxStreaming }}
+{{- /* Server-sent events: no buffering either way, and reads that outlast a long turn or a
+pending confirmation card. Gradio's queue keeps a session's events on the replica that
+accepted its submit, so a session sticks to one pod. */}}
+nginx.ingress.kubernetes.io/proxy-buffering: "off"
+nginx.ingress.kubernetes.io/proxy-request-buffering: "off"
+nginx.ingress.kubernetes.io/proxy-read-timeout: {{ .Values.ingress.readTimeoutSeconds | quote }}
+nginx.ingress.kubernetes.io/proxy-send-timeout: {{ .Values.ingress.readTimeoutSeconds | quote }}
+nginx.ingress.kubernetes.io/proxy-body-size: "8m"
+nginx.ingress.kubernetes.io/affinity: "cookie"
+nginx.ingress.kubernetes.io/session-cookie-name: "agentchat-affinity"
+nginx.ingress.kubernetes.io/session-cookie-path: "/api"
+{{- end }}
+{{- end }}
