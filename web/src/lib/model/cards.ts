@@ -1,0 +1,30 @@
+/** A card from a `confirm_required` event (docs/protocol.md §2–§3) or a history record. */
+
+import type { CardView } from "./types.js";
+
+/** A `confirm_required` event's card. */
+export function cardFrom(m: Record<string, unknown>, content: string, receivedAt: number, armMs: number): CardView {
+  const dangerous = m.dangerous === true;
+  const exp = Date.parse(String(m.expires_at ?? ""));
+  return {
+    kind: "card",
+    confirmId: String(m.confirm_id),
+    title: String(m.title ?? ""),
+    prompt: String(m.prompt ?? content ?? ""),
+    risk: String(m.risk ?? ""),
+    riskLevel: String(m.risk_level ?? ""),
+    dangerous,
+    env: String(m.env_context ?? ""),
+    permissionGranted: m.permission_granted !== false,
+    requiredRole: typeof m.required_role === "string" ? m.required_role : null,
+    alternatives: Array.isArray(m.alternatives)
+      ? m.alternatives.filter((a): a is { action: string; prompt: string } =>
+          typeof (a as { prompt?: unknown })?.prompt === "string")
+        .map((a) => ({ action: String(a.action ?? ""), prompt: a.prompt }))
+      : [],
+    expiresAt: Number.isFinite(exp) ? exp : receivedAt + 300_000,
+    armedAt: dangerous ? receivedAt + armMs : receivedAt,
+    status: "pending",
+    answering: false,
+  };
+}

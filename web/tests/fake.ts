@@ -1,0 +1,128 @@
+/** A Transport and Rest that replay recorded messages (tests/fixtures/, from the real stack).
+ *
+ * Like @gradio/client, every data message of a submit carries the same object, patched in place:
+ * a model that kept the object instead of a copy would see its past events change. */
+
+import type { Active, ChatPayload, Conversation, HistoryMessage, Rest, StreamMessage, Submission, Transport } from "../src/lib/model/types.js";
+import { RestError, UNREACHABLE } from "../src/lib/model/types.js";
+
+export interface Fixture {
+  name: string;
+  submits: { payload: unknown; messages: StreamMessage[] }[];
+  [k: string]: unknown;
+}
+
+export async function fixture(name: string): Promise<Fixture> {
+  const mod = (await import(`./fixtures/${name}.json`)) as { default: Fixture };
+  return structuredClone(mod.default);
+}
+
+/** A scripted submit: recorded messages, optionally cut (the connection drops after `cutAfter`
+ * data messages: a status error, as @gradio/client reports a broken stream). */
+export interface Script {
+  messages: StreamMessage[];
+  cutAfter?: number;
+  /** Hold the stream open after the messages (until cancelled), as a live run would. */
+  hang?: boolean;
+}
+
+export class FakeTransport implements Transport {
+  scripts: Script[] = [];
+  payloads: ChatPayload[] = [];
+  connects = 0;
+  /** How many of the next connects fail. */
+  failConnects = 0;
+  probeOk = true;
+  cancelled = 0;
+  examples = ["Что ты умеешь?", "Найди дашборды про энергопотребление"];
+
+  queue(...scripts: Script[]): this {
+    this.scripts.push(...scripts);
+    return this;
+  }
+
+  async connect(): Promise<{ examples: string[] }> {
+    this.connects += 1;
+    if (this.failConnects > 0) {
+      this.failConnects -= 1;
+      throw new Error("connect refused");
+    }
+    return { examples: [...this.examples] };
+  }
+
+  async probe(): Promise<boolean> {
+    return this.probeOk;
+  }
+
+  async submit(payload: ChatPayload): Promise<Submission> {
+    this.payloads.push(structuredClone(payload));
+    const script = this.scripts.shift();
+    if (!script) throw new Error(`no script for submit ${JSON.stringify(payload)}`);
+    let cancelled = false;
+    const self = this;
+    const shared: Record<string, unknown> = {};
+    async function* gen(): AsyncGenerator<StreamMessage> {
+      let data = 0;
+      for (const msg of script!.messages) {
+        await Promise.resolve();
+        if (cancelled) return;
+        if (msg.type === "data") {
+          if (script!.cutAfter !== undefined && data >= script!.cutAfter) {
+            yield { type: "status", stage: "error", message: "Connection errored out. " };
+            return;
+          }
+          data += 1;
+          const ev = (msg as { data: unknown[] }).data[0] as Record<string, unknown>;
+          for (const k of Object.keys(shared)) delete shared[k];
+          Object.assign(shared, structuredClone(ev));
+          yield { type: "data", data: [shared] };
+        } else {
+          yield msg;
+        }
+      }
+      while (script!.hang && !cancelled) await new Promise((r) => setTimeout(r, 50));
+    }
+    const it = gen();
+    return {
+      [Symbol.asyncIterator]: () => it,
+      cancel: () => { cancelled = true; self.cancelled += 1; },
+    };
+  }
+}
+
+type Handler<T> = T | (() => T | Promise<T>);
+
+export class FakeRest implements Rest {
+  list: Handler<{ items: Conversation[]; next_cursor: string | null }> = { items: [], next_cursor: null };
+  historyPage: Handler<{ items: HistoryMessage[]; next_cursor: string | null }> = { items: [], next_cursor: null };
+  activeAnswer: Handler<Active> = { active: false, until: null, run: null };
+  calls: string[] = [];
+
+  async #get<T>(h: Handler<T>): Promise<T> {
+    return structuredClone(typeof h === "function" ? await (h as () => T | Promise<T>)() : h);
+  }
+  conversations(q: { q?: string; includeArchived?: boolean }) {
+    this.calls.push(`list ${q.q ?? ""} ${q.includeArchived ? "archived" : ""}`.trim());
+    return this.#get(this.list);
+  }
+  async remove(id: string) {
+    this.calls.push(`delete ${id}`);
+    return { id, title: "t", created_at: "", last_activity_at: "", is_archived: true, archived_at: "" };
+  }
+  async restore(id: string) {
+    this.calls.push(`restore ${id}`);
+    return { id, title: "t", created_at: "", last_activity_at: "", is_archived: false, archived_at: null };
+  }
+  history(cid: string) {
+    this.calls.push(`history ${cid}`);
+    return this.#get(this.historyPage);
+  }
+  active(cid: string) {
+    this.calls.push(`active ${cid}`);
+    return this.#get(this.activeAnswer);
+  }
+}
+
+export const unreachable = (): never => {
+  throw new RestError(0, UNREACHABLE, "fetch failed");
+};
