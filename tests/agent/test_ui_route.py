@@ -117,6 +117,7 @@ def test_config_in_dev_lists_the_demo_users(dev: Service) -> None:
     config = resp.json()
     assert config["api_base"] == "/api/agent"
     assert config["gradio_path"] == "/api/agent/gradio"
+    assert config["assistant_base"] == "/api/assistant"
     assert config["dev"] is True
     assert [u["id"] for u in config["demo_users"]] == ["alice", "bob", "carol"]
     assert all(u["label"].startswith(u["id"]) for u in config["demo_users"])
@@ -174,7 +175,7 @@ def test_production_enabled_serves_the_page_without_dev_routes(prod_on: Service)
     assert page.status_code == 200 and "content-security-policy" in page.headers
     config = _get(prod_on, "/api/agent/ui/config.json").json()
     assert config == {"api_base": "/api/agent", "gradio_path": "/api/agent/gradio",
-                      "dev": False, "demo_users": []}
+                      "assistant_base": "/api/assistant", "dev": False, "demo_users": []}
     for body in ({"user": "alice"}, {"user": "mallory"}):
         mint = httpx.post(prod_on.url + "/api/agent/ui/dev/token", json=body, timeout=10)
         # 404 before the body is even looked at: outside dev the route does not exist.

@@ -117,6 +117,7 @@ class DemoUser(BaseModel):
 class UiConfig(BaseModel):
     api_base: str
     gradio_path: str
+    assistant_base: str  # the conversations REST API (docs/protocol.md §9)
     dev: bool
     demo_users: list[DemoUser]
 
@@ -131,6 +132,7 @@ async def config(services: ServicesDep) -> JSONResponse:
     users = [DemoUser(id=u, label=f"{u} ({', '.join(roles)})")
              for u, roles in DEMO_USERS.items()] if settings.is_dev else []
     body = UiConfig(api_base="/api/agent", gradio_path=settings.mount_path,
+                    assistant_base="/api/assistant",
                     dev=settings.is_dev, demo_users=users)
     return JSONResponse(body.model_dump(), headers={"Cache-Control": NO_STORE})
 
