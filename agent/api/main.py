@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from agentchat.agent.api.routes import agent, conversations, health, history, ui
+from agentchat.agent.api.routes import agent, audit, conversations, health, history, ui
 
 api_router = APIRouter()
 api_router.include_router(health.router)
@@ -10,3 +10,4 @@ api_router.include_router(agent.router)
 api_router.include_router(conversations.router)
 api_router.include_router(history.router)
 api_router.include_router(ui.router)
+api_router.include_router(audit.router)
