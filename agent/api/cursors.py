@@ -18,6 +18,7 @@ from agentchat.errors import AgentChatError, ErrorCode
 
 CONVERSATIONS = "c"
 HISTORY = "h"
+AUDIT = "a"
 
 
 def encode(kind: str, *key: Any) -> str:
@@ -62,6 +63,17 @@ def history_key(pos: int) -> str:
 def decode_history_key(cursor: str) -> int:
     key = _decode(HISTORY, cursor)
     # bigserial: a value outside int8 would fail in PostgreSQL, so refuse it here
+    if len(key) != 1 or type(key[0]) is not int or not 0 < key[0] < 2**63:
+        raise AgentChatError(ErrorCode.INVALID_REQUEST, "the cursor is not one this list issued")
+    return int(key[0])
+
+
+def audit_key(first_seq: int) -> str:
+    return encode(AUDIT, first_seq)
+
+
+def decode_audit_key(cursor: str) -> int:
+    key = _decode(AUDIT, cursor)
     if len(key) != 1 or type(key[0]) is not int or not 0 < key[0] < 2**63:
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "the cursor is not one this list issued")
     return int(key[0])
