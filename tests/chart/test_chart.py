@@ -26,8 +26,9 @@ from testkit.chart import (
 
 MATRIX = matrix()
 # Kinds whose schemas are not Kubernetes': ours (checked against the CRD) and the Prometheus
-# Operator's ServiceMonitor (checked structurally below).
-CUSTOM_KINDS = {"AgentChat", "ServiceMonitor", "KopfPeering"}
+# Operator's ServiceMonitor and PrometheusRule (checked structurally below and in
+# test_chart_observe.py, whose rules promtool checks).
+CUSTOM_KINDS = {"AgentChat", "ServiceMonitor", "PrometheusRule", "KopfPeering"}
 
 
 def test_matrix_covers_the_cases_the_chart_promises() -> None:
@@ -139,7 +140,7 @@ def test_crd_is_only_in_crds_folder() -> None:
 
 def test_service_monitor_is_well_formed() -> None:
     docs = render(MATRIX["ingress-tls"])
-    [monitor] = by_kind(docs, "ServiceMonitor")
+    monitor = one(docs, "ServiceMonitor", "-agent")  # the operator's: test_chart_observe.py
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     [service] = [s for s in by_kind(docs, "Service")
