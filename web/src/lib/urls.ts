@@ -1,0 +1,35 @@
+/** Where the panel's three endpoints are, from the agent's base URL (docs/protocol.md §9:
+ * REST conversations live at /api/assistant, a sibling of /api/agent). */
+
+export interface Urls {
+  agent: string;
+  gradio: string;
+  assistant: string;
+}
+
+export function urls(baseUrl: string, gradioUrl?: string, assistantUrl?: string): Urls {
+  const agent = baseUrl.replace(/\/+$/, "");
+  return {
+    agent,
+    gradio: (gradioUrl ?? `${agent}/gradio`).replace(/\/+$/, ""),
+    assistant: (assistantUrl ?? (/\/agent$/.test(agent) ? agent.replace(/\/agent$/, "/assistant") : `${agent}/assistant`)).replace(/\/+$/, ""),
+  };
+}
+
+const TAB_KEY = "agentchat.tab_id";
+
+/** A random id per browser tab (sessionStorage is per tab and survives reloads); it holds the
+ * multi-tab lease across reconnects and is not a secret. */
+export function defaultTabId(storage: Storage | undefined = typeof sessionStorage === "undefined" ? undefined : sessionStorage): string {
+  const fresh = (): string => `tab-${crypto.randomUUID()}`;
+  if (!storage) return fresh();
+  try {
+    const kept = storage.getItem(TAB_KEY);
+    if (kept && /^[A-Za-z0-9._:-]{1,128}$/.test(kept)) return kept;
+    const id = fresh();
+    storage.setItem(TAB_KEY, id);
+    return id;
+  } catch {
+    return fresh(); // storage refused (privacy mode): one id per panel
+  }
+}
