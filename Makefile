@@ -11,7 +11,7 @@ WEB_BUILT := web/build/.built-stamp
 WEB_SRC := $(shell find web/src web/index.html web/vite.config.ts web/svelte.config.js web/tsconfig.json -type f 2>/dev/null)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint typecheck bench soak install js web browser helm clean
+.PHONY: demo test lint typecheck bench soak install js web browser helm promtool clean
 
 install: $(STAMP)
 
@@ -48,6 +48,11 @@ browser:
 helm: $(STAMP)
 	@$(BIN)/python tools/fetch_helm.py
 
+# promtool for the chart's alert rules: Debian's prometheus package unpacked into .cache/bin
+# (tools/ensure_promtool.py; no root, no server started).
+promtool: $(STAMP)
+	@$(BIN)/python tools/ensure_promtool.py >/dev/null
+
 # DEMO_ARGS: e.g. "--port 7861 --sandbox-port 8801 --policy-port 8182". `exec`: the shell make
 # starts is replaced by the demo, so a signal to the group reaches make and the demo only (the
 # demo ignores make's forwarded second one and stops everything within 10 s).
@@ -65,7 +70,7 @@ typecheck: $(STAMP)
 
 # Two pytest workers, one file each at a time (a file's module-scoped stack stays on one worker):
 # the suite mostly waits on real processes, and serially it no longer fits CI's 20 minutes.
-test: $(STAMP) $(JS_STAMP) web browser
+test: $(STAMP) $(JS_STAMP) web browser promtool
 	cd web && npm run check && npm test
 	$(BIN)/ruff check .
 	$(BIN)/python tools/link_tree.py >/dev/null
