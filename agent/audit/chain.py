@@ -74,8 +74,9 @@ def check_rows(rows: Iterable[Mapping[str, Any]], *, anchor_seq: int,
     for position, row in enumerate(rows, 1):
         found = row.get("seq")
         if found != seq + 1:
-            return Break(position, _int(found), f"expected row {seq + 1}, found row {found} "
-                         f"(a row before it was deleted, or the rows were reordered)"), seq, last
+            # Named by the row that should be here: the deleted one.
+            return Break(position, seq + 1, f"row {seq + 1} is missing: found row "
+                         f"{_int(found)} (a row was deleted, or the rows reordered)"), seq, last
         if row.get("prev_hash") != last:
             return Break(position, seq + 1, "prev_hash is not the previous row's hash "
                          "(the row before it was edited or deleted)"), seq, last
