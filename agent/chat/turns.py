@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
@@ -33,8 +33,10 @@ from agentchat.errors import AgentChatError, ErrorCode
 log = logging.getLogger("agentchat.agent.chat.turns")
 TRACER = trace.get_tracer("agentchat.agent")
 END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
-# Model tokens, the tools' own events, and the updates that carry a card's interrupt.
-STREAM_MODES: list[StreamMode] = ["messages", "custom", "updates"]
+# The model node's text and the tools' own events (both written with get_stream_writer), and
+# the updates that carry a card's interrupt. Not "messages": that mode is a callback per
+# model token, which the model node's own stream makes unnecessary.
+STREAM_MODES: list[StreamMode] = ["custom", "updates"]
 
 
 @dataclass
@@ -152,15 +154,11 @@ class TurnRunner:
         ):
             # With a list of modes each part is (mode, chunk); langgraph types it loosely.
             mode, chunk = cast(tuple[str, Any], part)
-            if mode == "messages":
-                msg, meta = chunk
-                if meta.get("langgraph_node") == "model" and isinstance(msg, AIMessageChunk):
-                    text = msg.text
-                    if text:
-                        turn.text += text
-                        turn.emit({"type": "stream_token", "token": text})
-            elif mode == "custom" and isinstance(chunk, dict):
-                await self._record_tool_event(turn, chunk)
+            if mode == "custom" and isinstance(chunk, dict):
+                if chunk.get("type") == "stream_token":  # the model node's text
+                    turn.text += chunk["token"]
+                else:
+                    await self._record_tool_event(turn, chunk)
                 turn.emit(chunk)
             elif mode == "updates" and "__interrupt__" in chunk and card is None:
                 card = dict(chunk["__interrupt__"][0].value)

@@ -50,6 +50,7 @@ from typing_extensions import TypedDict
 
 from agentchat.agent.audit.store import Entry
 from agentchat.agent.audit.trail import AuditTrail, decision_detail
+from agentchat.agent.graph.model import stream_reply
 from agentchat.agent.graph.names import known_names, names_for_call
 from agentchat.agent.graph.offline.planner import context_message
 from agentchat.agent.graph.offline.rules import TurnContext
@@ -216,10 +217,13 @@ class Nodes:
     async def model(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ctx = runtime.context
         schemas = tool_schemas(self.deps.catalog, ctx.tools, ctx.lang)
-        llm = self.deps.llm.bind_tools(schemas) if schemas else self.deps.llm
         try:
-            response = await llm.ainvoke([context_message(ctx.turn, ctx.lang),
-                                          *state["messages"]])
+            # The node reads the model's stream itself and writes its text to the graph's
+            # custom stream: no per-token callback (stream_mode "messages") and no list of
+            # every chunk until the end (agent/graph/model.py).
+            response = await stream_reply(self.deps.llm, [context_message(ctx.turn, ctx.lang),
+                                                          *state["messages"]],
+                                          schemas, get_stream_writer())
         except AgentChatError:
             raise
         except Exception as e:  # any failure of the endpoint: refused, 5xx, timeout, cut stream
