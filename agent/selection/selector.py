@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from opentelemetry import trace
 from pydantic import SecretStr
 
 from agentchat.agent.selection.context import (
@@ -61,6 +62,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("agentchat.agent.selection.selector")
+TRACER = trace.get_tracer("agentchat.agent")
 
 CAPABILITIES = "show_capabilities"
 SEARCH_DASHBOARDS = "search_dashboards"
@@ -206,6 +208,19 @@ class ToolSelector:
 
     def select(self, query: str, prefetch_available: bool = False,
                uicontext: Mapping[str, Any] | None = None) -> Selection:
+        # A span of names and counts only: the query is the user's text and never leaves.
+        with TRACER.start_as_current_span("agentchat.selection") as span:
+            selection = self._select(query, prefetch_available, uicontext)
+            span.set_attribute("agentchat.tools", selection.tools)
+            span.set_attribute("agentchat.intents", selection.explain["intents"])
+            fallback = selection.explain.get("fallback") or {}
+            span.set_attribute("agentchat.fallback_ran", bool(fallback.get("ran")))
+            span.set_attribute("agentchat.fallback_added", list(fallback.get("added") or []))
+            span.set_attribute("agentchat.selection_ms", selection.explain["elapsed_ms"])
+            return selection
+
+    def _select(self, query: str, prefetch_available: bool,
+                uicontext: Mapping[str, Any] | None) -> Selection:
         started = time.perf_counter()
         tokens = tokenize(query)
         hits = self.matcher.match(tokens) if self.use_keywords else []
