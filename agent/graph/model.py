@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from langchain_core.globals import get_llm_cache
@@ -83,7 +83,8 @@ async def _chunks(runnable: Runnable[Any, Any], messages: list[BaseMessage]
     run_id = f"{LC_ID_PREFIX}-{uuid.uuid4()}"
     last: ChatGenerationChunk | None = None
     # aclosing: a cancelled turn closes the model's HTTP stream now, not at garbage collection
-    async with contextlib.aclosing(model._astream(messages, **kwargs)) as stream:
+    source = cast(AsyncGenerator[ChatGenerationChunk, None], model._astream(messages, **kwargs))
+    async with contextlib.aclosing(source) as stream:
         async for chunk in stream:
             if chunk.message.id is None:
                 chunk.message.id = run_id
@@ -138,7 +139,7 @@ async def stream_reply(llm: BaseChatModel, messages: list[BaseMessage],
         message.response_metadata = {**(merged.generation_info or {}),
                                      **message.response_metadata}
         assert isinstance(message, AIMessage)
-        usage = message.usage_metadata or {}
+        usage: dict[str, Any] = dict(message.usage_metadata or {})
         span.set_attributes({
             "agentchat.model.ttft_ms": round((first_s or 0.0) * 1000, 1),
             "agentchat.model.text_chunks": text_chunks,
