@@ -35,6 +35,43 @@ def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
     return {"role": "assistant", "content": content, "metadata": meta}
 
 
+# Events whose `content` is the answer so far (to_message's `text`); the rest carry their own.
+OWN_CONTENT = frozenset({"final", "confirm_required", "error"})
+
+
+def to_kept(event: dict[str, Any], seq: int, conversation_id: str | None,
+            run_id: str | None, lang: Lang = "ru") -> dict[str, Any]:
+    """The ChatMessage dict as a run keeps it, in memory and in run_events: without `content`
+    where that is the answer so far (`with_text` puts it back when the event is sent). So a
+    long answer is kept once, not once per stream_token (which grew with its square)."""
+    message = to_message(event, seq, conversation_id, "", run_id, lang)
+    if event["type"] not in OWN_CONTENT:
+        del message["content"]
+    return message
+
+
+def with_text(kept: dict[str, Any], text: str) -> dict[str, Any]:
+    """The event as sent: a kept event without `content` gets `text`, the answer as of it.
+    Rows stored before deltas carry their content, and are sent as stored."""
+    if "content" in kept:
+        return kept
+    return {"role": kept["role"], "content": text, "metadata": kept["metadata"]}
+
+
+def text_after(text: str, kept: dict[str, Any]) -> str:
+    """The answer after a kept event, given the answer before it."""
+    meta = kept.get("metadata") or {}
+    kind = meta.get("type") or "final"
+    if kind in OWN_CONTENT:
+        return text
+    if "content" in kept:  # a row stored whole (before deltas): its content is the answer
+        return str(kept["content"])
+    base = kept.get("_base")
+    if isinstance(base, str):
+        text = base
+    return text + str(meta.get("token") or "") if kind == "stream_token" else text
+
+
 async def coalesce(queue: asyncio.Queue[dict[str, Any]],
                    flush_s: float) -> AsyncIterator[dict[str, Any]]:
     """Events from a turn with text merged: at most one stream_token per flush interval.

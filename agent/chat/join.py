@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 
+from agentchat.agent.chat.events import text_after, with_text
 from agentchat.agent.chat.runs import TERMINAL, RunHub, event_type, join_expired
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import conversations
@@ -115,21 +116,31 @@ async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
     if last_seq < row["first_kept_seq"] - 1:
         raise join_expired()
-    async for message in _follow_stored(hub, listener, pool, str(row["id"]), last_seq):
+    async for message in _follow_stored(hub, listener, pool, str(row["id"]), last_seq,
+                                        int(row["first_kept_seq"])):
         yield message
 
 
 async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: str,
-                         cursor: int) -> AsyncIterator[dict[str, Any]]:
+                         cursor: int, first_kept: int) -> AsyncIterator[dict[str, Any]]:
+    """Rows are read from the first kept one, so the answer each event is sent with can be
+    rebuilt from the stored deltas (events.text_after); only those after `cursor` are sent."""
     lost_s = hub.settings.run_lost_s
+    read, text = first_kept - 1, ""
     while True:
-        rows = await store.events_after(pool, run_id, cursor)
+        rows = await store.events_after(pool, run_id, read)
         for r in rows:
-            if r["seq"] != cursor + 1:  # trimmed while we read: the client reloads history
+            seq, event = r["seq"], r["event"]
+            if seq != read + 1 and seq <= cursor and "_base" not in event:
+                raise join_expired()  # trimmed while we read: the answer cannot be rebuilt
+            read, text = seq, text_after(text, event)
+            if seq <= cursor:
+                continue
+            if seq != cursor + 1:  # trimmed while we read: the client reloads history
                 raise join_expired()
-            cursor = r["seq"]
-            yield r["event"]
-            if event_type(r["event"]) in TERMINAL:
+            cursor = seq
+            yield with_text(event, text)
+            if event_type(event) in TERMINAL:
                 return
         if rows:
             continue
@@ -143,7 +154,7 @@ async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: s
                 # Marked lost while we followed it, at a seq the client already had (events
                 # its replica sent but never stored): its RUN_LOST is still this stream's end.
                 for r in await store.events_after(pool, run_id, state["last_seq"] - 1):
-                    yield r["event"]
+                    yield with_text(r["event"], text)  # RUN_LOST: an error, its own content
             return
         if state["stale"]:
             await hub.mark_lost()

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,8 +24,9 @@ from typing import Any
 
 import psycopg
 
-from agentchat.agent.chat.events import coalesce, to_message
+from agentchat.agent.chat.events import coalesce, to_kept, with_text
 from agentchat.agent.chat.turns import Turn
+from agentchat.agent.metrics import EVENT_GAP, LIVE_RUNS, SATURATED
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import runs as store
 from agentchat.agent.storage.db import Db
@@ -58,7 +60,10 @@ def event_type(message: dict[str, Any]) -> str:
 
 @dataclass(eq=False)
 class Run:
-    """One run's events as sent (ChatMessage dicts with `seq` and `run_id`)."""
+    """One run's events (ChatMessage dicts with `seq` and `run_id`), kept as `to_kept` makes
+    them: the answer once (`text`), and per event where it ended (`ends`), so an event is
+    sent with the answer as of it (`with_text`) and memory grows with the answer, not with
+    its square."""
 
     run_id: str
     conversation_id: str
@@ -73,6 +78,10 @@ class Run:
     status: str = "running"
     status_written: bool = False
     text: str = ""  # the answer so far: a stream_token's content
+    ends: list[int] = field(default_factory=list)  # len(text) after each kept event
+    base_end: int = 0  # len(text) before events[0] (older events were dropped)
+    based_seq: int = 1  # the first kept seq whose stored row carries its `_base`
+    last_at: float = 0.0  # when the last event was added (EVENT_GAP)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -84,12 +93,24 @@ class Run:
         return self.status != "running"
 
     def append(self, message: dict[str, Any]) -> None:
+        """A kept event (`to_kept`), after `text` took its token."""
         self.events.append(message)
+        self.ends.append(len(self.text))
         if len(self.events) > self.max_events:
             drop = len(self.events) - self.max_events
+            self.base_end = self.ends[drop - 1]
             del self.events[:drop]
+            del self.ends[:drop]
             self.first_seq += drop
         self._wake()
+
+    def sent(self, index: int) -> dict[str, Any]:
+        """events[index] as sent: with the answer as of it."""
+        return with_text(self.events[index], self.text[:self.ends[index]])
+
+    def base(self) -> str:
+        """The answer before the first kept event (a trimmed run's stored `_base`)."""
+        return self.text[:self.base_end]
 
     def finish(self, status: str) -> None:
         self.status = status
@@ -106,7 +127,10 @@ class Run:
             changed = self._changed
             if cursor < self.first_seq - 1:
                 raise join_expired()
-            for message in self.events[cursor - self.first_seq + 1:]:
+            start = cursor - self.first_seq + 1
+            # Built before the first yield: a trim while the reader is away moves indices.
+            batch = [self.sent(i) for i in range(start, len(self.events))]
+            for message in batch:
                 cursor = message["metadata"]["seq"]
                 yield message
                 if event_type(message) in TERMINAL:
@@ -128,16 +152,18 @@ class RunHub:
         self._dirty = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._pumps: set[asyncio.Task[None]] = set()
+        self.running = 0  # runs whose pump has not ended (the cap; agentchat_live_runs)
 
     # -- admission ------------------------------------------------------------------------------
 
     def admit(self) -> None:
         """Before anything of a submit is stored: a draining or full replica takes no run."""
         if self.draining:
+            SATURATED.inc()
             raise AgentChatError(ErrorCode.AGENT_SATURATED,
                                  "this agent replica is shutting down; try again")
-        running = sum(1 for r in self.live.values() if not r.done)
-        if running >= self.settings.max_live_runs:
+        if self.running >= self.settings.max_live_runs:
+            SATURATED.inc()
             raise AgentChatError(ErrorCode.AGENT_SATURATED,
                                  "this agent replica is at its limit of live runs; try again")
 
@@ -154,8 +180,12 @@ class RunHub:
         def add(event: dict[str, Any]) -> None:
             if event["type"] == "stream_token":
                 run.text += event["token"]
-            run.append(to_message(event, run.last_seq + 1, run.conversation_id, run.text,
-                                  run.run_id, turn.runtime.lang))
+            run.append(to_kept(event, run.last_seq + 1, run.conversation_id, run.run_id,
+                               turn.runtime.lang))
+            now = time.monotonic()  # per coalesced event, never per model token
+            if run.last_at:
+                EVENT_GAP.observe(now - run.last_at)
+            run.last_at = now
             self._dirty.set()
 
         async def pump() -> None:
@@ -174,12 +204,20 @@ class RunHub:
 
         task = asyncio.create_task(pump(), name=f"run-{run.run_id}")
         self._pumps.add(task)
-        task.add_done_callback(self._pumps.discard)
+        self.running += 1
+        LIVE_RUNS.inc()
+        task.add_done_callback(self._pump_ended)
         if self.settings.run_events:
             self._ensure_writer()
         else:
             task.add_done_callback(lambda _: self.live.pop(run.run_id, None))
         return run
+
+    def _pump_ended(self, task: asyncio.Task[None]) -> None:
+        # A done callback: runs even for a pump cancelled before it started.
+        self._pumps.discard(task)
+        self.running -= 1
+        LIVE_RUNS.dec()
 
     # -- the writer -----------------------------------------------------------------------------
 
@@ -216,20 +254,27 @@ class RunHub:
         runs = list(self.live.values())
         new = [store.RunRecord(r.run_id, r.conversation_id, r.turn_id, r.kind, r.tab_id,
                                self.replica) for r in runs if not r.recorded]
-        progress, marks = [], []
+        progress, marks, bases = [], [], []
         for r in runs:
             last, done = r.last_seq, r.done
             if last <= r.written_seq and (not done or r.status_written):
                 continue
             start = max(r.written_seq + 1, r.first_seq)
             events = [(m["metadata"]["seq"], m) for m in r.events[start - r.first_seq:]]
+            if r.first_seq > r.based_seq:
+                # Trimmed: the first kept row carries the answer before it, so a replay
+                # from PostgreSQL can rebuild every later event's content.
+                if events and events[0][0] == r.first_seq:
+                    events[0] = (r.first_seq, {**events[0][1], "_base": r.base()})
+                else:
+                    bases.append((r.run_id, r.first_seq, r.base()))
             progress.append(store.Progress(r.run_id, events, last, r.first_seq,
                                            r.status if done else None))
-            marks.append((r, last, done))
+            marks.append((r, last, done, r.first_seq))
         if not new and not progress:
             return
         try:
-            await store.write(self.pool, new, progress)
+            await store.write(self.pool, new, progress, bases)
         except (AgentChatError, psycopg.Error) as e:
             if isinstance(e, AgentChatError) and e.code is ErrorCode.STORAGE_UNAVAILABLE:
                 raise  # an outage: the writer keeps the events and tries again
@@ -239,8 +284,9 @@ class RunHub:
                       type(e).__name__)
         for r in runs:
             r.recorded = True
-        for r, last, done in marks:
+        for r, last, done, first in marks:
             r.written_seq = last
+            r.based_seq = first
             if done:
                 r.status_written = True
         for r in runs:

@@ -16,7 +16,7 @@ from agentchat.agent.chat.inputs import file_text, parse_request
 from agentchat.agent.chat.limits import RunSlot
 from agentchat.agent.chat.service import ChatService
 from agentchat.agent.chat.turns import Turn
-from agentchat.agent.metrics import EVENTS, FIRST_EVENT
+from agentchat.agent.metrics import EVENTS, FIRST_EVENT, FIRST_TOKEN, STREAM_JOINS
 from agentchat.errors import AgentChatError
 from agentchat.identity import bearer
 from agentchat.words import Lang, turn_language
@@ -41,10 +41,15 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         lang = turn_language(req.text) if req.action is None else lang
         principal, token = service.authenticate(req, bearer(headers))
         if req.action == "join":
-            async for event in service.join(req, principal):
-                seq = event["metadata"]["seq"]
-                EVENTS.labels(event["metadata"].get("type") or "final").inc()
-                yield event
+            try:
+                async for event in service.join(req, principal):
+                    seq = event["metadata"]["seq"]
+                    EVENTS.labels(event["metadata"].get("type") or "final").inc()
+                    yield event
+            except AgentChatError as e:
+                STREAM_JOINS.labels(str(e.code)).inc()
+                raise
+            STREAM_JOINS.labels("ok").inc()
             return
         # Per-user limits (agent/chat/limits.py) and the replica's own before anything is
         # opened or stored.
@@ -61,11 +66,16 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         await service.take_lease(cid, tab)
         turn, run = await service.submit(req, principal, token, cid, tab)
         slot.hold(turn.task)  # the run slot is freed when the turn's task ends
+        first_token = True
         async for event in run.follow(0):
             seq = event["metadata"]["seq"]
+            kind = event["metadata"].get("type") or "final"
             if seq == 1:
                 FIRST_EVENT.observe(time.monotonic() - started)
-            EVENTS.labels(event["metadata"].get("type") or "final").inc()
+            if first_token and kind == "stream_token":
+                FIRST_TOKEN.observe(time.monotonic() - started)
+                first_token = False
+            EVENTS.labels(kind).inc()
             yield event
     except AgentChatError as e:
         EVENTS.labels("error").inc()

@@ -27,8 +27,12 @@ SELECT * FROM unnest(%(ids)s::text[], %(conversations)s::text[], %(turns)s::text
 ON CONFLICT (id) DO NOTHING
 """
 # Events, the runs' progress (last seq, the oldest kept, a final status) and a notification
-# per run, in one statement. A run another replica marked lost keeps `lost`; its RUN_LOST
-# event holds its seq, so a late write of the same seq is dropped.
+# per run, in one statement. Events are stored as the run keeps them (agent/chat/events.py
+# `to_kept`): an event whose content is the answer so far is stored without it, so a run's
+# rows grow with its answer, not with its square; a trimmed run's first kept row gets
+# `_base`, the answer before it, so a replay rebuilds every later content. A run another
+# replica marked lost keeps `lost`; its RUN_LOST event holds its seq, so a late write of the
+# same seq is dropped.
 WRITE_EVENTS = """
 WITH ev AS (
     INSERT INTO run_events (run_id, seq, event)
@@ -52,9 +56,15 @@ trimmed AS (
     DELETE FROM run_events e
      USING unnest(%(ids)s::text[], %(firsts)s::int[]) AS v(id, first_kept)
      WHERE v.first_kept > 1 AND e.run_id = v.id AND e.seq < v.first_kept
+    RETURNING 1),
+based AS (
+    UPDATE run_events e SET event = e.event || jsonb_build_object('_base', v.base)
+      FROM unnest(%(b_runs)s::text[], %(b_seqs)s::int[], %(b_texts)s::text[])
+           AS v(run_id, seq, base)
+     WHERE e.run_id = v.run_id AND e.seq = v.seq
     RETURNING 1)
 SELECT pg_notify(%(channel)s, upd.id), (SELECT count(*) FROM ev) AS written,
-       (SELECT count(*) FROM trimmed) AS trimmed
+       (SELECT count(*) FROM trimmed) AS trimmed, (SELECT count(*) FROM based) AS based
   FROM upd
 """
 HEARTBEAT = """
@@ -155,8 +165,10 @@ class Progress:
     status: str | None  # set once the run has ended
 
 
-async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progress]) -> None:
-    """One transaction: the new runs, then every run's events and progress (notified)."""
+async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progress],
+                bases: Sequence[tuple[str, int, str]] = ()) -> None:
+    """One transaction: the new runs, then every run's events and progress (notified), and
+    the `_base` of trimmed runs' first kept rows stored earlier: (run_id, seq, text)."""
     async with connection(db) as conn, conn.transaction():
         if new_runs:
             await conn.execute(INSERT_RUNS, {
@@ -172,7 +184,9 @@ async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progre
                 "ev_events": [json.dumps(e[2], ensure_ascii=False) for e in events],
                 "ids": [p.run_id for p in progress], "lasts": [p.last_seq for p in progress],
                 "firsts": [p.first_kept for p in progress],
-                "statuses": [p.status for p in progress], "channel": CHANNEL})
+                "statuses": [p.status for p in progress], "channel": CHANNEL,
+                "b_runs": [b[0] for b in bases], "b_seqs": [b[1] for b in bases],
+                "b_texts": [b[2] for b in bases]})
 
 
 async def heartbeat(db: Db, run_ids: list[str]) -> None:
