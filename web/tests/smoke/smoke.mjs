@@ -11,7 +11,18 @@ const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? 
 const page = await (await browser.newContext({ locale: "ru-RU", viewport: { width: 1100, height: 800 } })).newPage();
 page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") console.log("console:", m.type(), m.text()); });
 page.on("pageerror", (e) => console.log("pageerror:", e.message));
-const shot = (n) => page.screenshot({ path: `${SHOTS}/${n}.png` });
+import { readFileSync } from "node:fs";
+const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+// Each screenshot also runs axe-core on the page; serious and critical violations are printed.
+const shot = async (n) => {
+  await page.screenshot({ path: `${SHOTS}/${n}.png` });
+  await page.evaluate(AXE);
+  const res = await page.evaluate(() => globalThis.axe.run());
+  console.log(`axe ${n}: ${res.passes.length} rules pass, ${res.violations.length} violations (${res.violations.map((v) => v.impact + " " + v.id).join(", ")})`);
+  for (const v of res.violations.filter((v) => v.impact === "serious" || v.impact === "critical")) {
+    console.log(`axe ${n}: ${v.impact} ${v.id}: ${v.nodes.map((x) => x.target.join(" ")).join(", ")}`);
+  }
+};
 const t0 = Date.now();
 const step = (s) => console.log(`${((Date.now() - t0) / 1000).toFixed(1)}s ${s}`);
 
