@@ -17,6 +17,30 @@ export async function fixture(name: string): Promise<Fixture> {
   return structuredClone(mod.default);
 }
 
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Turn `target` into `src` in place, nested objects and arrays included, as the client's diffs
+ * do: a reference kept from an earlier event sees the later one. */
+function patch(target: Record<string, unknown> | unknown[], src: Record<string, unknown> | unknown[]): void {
+  if (Array.isArray(target) && Array.isArray(src)) {
+    target.length = src.length;
+    src.forEach((v, i) => {
+      const t = target[i];
+      if ((isObj(t) && isObj(v)) || (Array.isArray(t) && Array.isArray(v))) patch(t, v);
+      else target[i] = structuredClone(v);
+    });
+    return;
+  }
+  const t = target as Record<string, unknown>;
+  const o = src as Record<string, unknown>;
+  for (const k of Object.keys(t)) if (!(k in o)) delete t[k];
+  for (const [k, v] of Object.entries(o)) {
+    const cur = t[k];
+    if ((isObj(cur) && isObj(v)) || (Array.isArray(cur) && Array.isArray(v))) patch(cur, v);
+    else t[k] = structuredClone(v);
+  }
+}
+
 /** A scripted submit: recorded messages, optionally cut (the connection drops after `cutAfter`
  * data messages: a status error, as @gradio/client reports a broken stream). */
 export interface Script {
@@ -73,8 +97,7 @@ export class FakeTransport implements Transport {
           }
           data += 1;
           const ev = (msg as { data: unknown[] }).data[0] as Record<string, unknown>;
-          for (const k of Object.keys(shared)) delete shared[k];
-          Object.assign(shared, structuredClone(ev));
+          patch(shared, ev);
           yield { type: "data", data: [shared] };
         } else {
           yield msg;

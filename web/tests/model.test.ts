@@ -76,6 +76,47 @@ describe("idle → streaming → idle", () => {
     expect(text(lastAssistant(model))).toBe(dataOf(f).at(-1)!.content);
   });
 
+  it("keeps copies of nested values too: two calls in one run keep their own inputs", async () => {
+    const f = await fixture("tool");
+    // The recorded run with a second call of the same tool started right after the first one
+    // (both running at once): the client then patches the first call's `input` object in place.
+    const all = msgs(f);
+    const typeAt = (m: StreamMessage) => m.type === "data" ? (m as { data: { metadata: { type?: string } }[] }).data[0]!.metadata.type : undefined;
+    const i = all.findIndex((m) => typeAt(m) === "tool_start");
+    const j = all.findIndex((m) => typeAt(m) === "tool_end");
+    const second = structuredClone([all[i]!, all[j]!]);
+    for (const m of second) {
+      const meta = (m as { data: { metadata: Record<string, unknown> }[] }).data[0]!.metadata;
+      meta.call_id = "call_second";
+      if (meta.input) meta.input = { query: "продажи", env_id: "prod" };
+    }
+    let seq = 100;
+    const renumber = (list: StreamMessage[]) => list.map((m) => {
+      if (m.type !== "data") return m;
+      const c = structuredClone(m) as { type: "data"; data: { metadata: { seq: number } }[] };
+      c.data[0]!.metadata.seq = ++seq;
+      return c;
+    });
+    transport.queue({ messages: renumber([...all.slice(0, i + 1), second[0]!, all[j]!, second[1]!, ...all.slice(j + 1)]) });
+    await started();
+    model.send("найди дашборды про энергопотребление");
+    await settle();
+    const [a, b] = tools(lastAssistant(model));
+    expect(a!.input).toEqual({ query: "энергопотребление", env_id: "ss-dev" });
+    expect(b!.input).toEqual({ query: "продажи", env_id: "prod" });
+  });
+
+  it("a repeated seq is dropped (Gradio delivers a value twice)", async () => {
+    const f = await fixture("cancel");
+    const all = msgs(f);
+    const k = all.findIndex((m) => m.type === "data");
+    transport.queue({ messages: [...all.slice(0, k + 1), all[k]!, ...all.slice(k + 1)], hang: true });
+    await started();
+    model.send("привет and echo 60 words");
+    await settle();
+    expect(text(lastAssistant(model))).toBe(dataOf(f).at(-1)!.content);
+  });
+
   it("a second message goes to the same conversation", async () => {
     const f = await fixture("happy");
     transport.queue({ messages: msgs(f) }, { messages: msgs(f) });
@@ -517,6 +558,23 @@ describe("multi-tab gate", () => {
     rest.activeAnswer = { active: false, until: null, run: null };
     await settle(5000);
     expect(model.canSend).toBe(true);
+  });
+
+  it("a reloaded tab (same tab_id) knows its own runs: no gate for its own lease", async () => {
+    const f = await fixture("happy");
+    const kept: string[][] = [];
+    const ownRuns = { load: () => kept.at(-1) ?? [], save: (ids: string[]) => void kept.push(ids) };
+    transport.queue({ messages: msgs(f) });
+    await started({ ownRuns });
+    model.send("привет");
+    await settle();
+    model.dispose();
+    const own = dataOf(f)[0]!.metadata.run_id as string;
+    expect(kept.at(-1)).toEqual([own]);
+    rest.activeAnswer = { active: true, until: "x", run: { run_id: own, status: "completed", last_seq: 2 } };
+    await started({ ownRuns }); // the reload
+    await model.openConversation(String(dataOf(f)[0]!.metadata.conversation_id));
+    expect(model.gated).toBe(false);
   });
 
   it("opening a conversation another tab is streaming in: gated from the start", async () => {

@@ -7,4 +7,4 @@ export { createGradioTransport, examplesFrom, type GradioOptions } from "./model
 export type * from "./model/types.js";
 export { RestError } from "./model/types.js";
 export { browserLang, WORDS, type Lang, type Words } from "./i18n.js";
-export { defaultTabId, urls } from "./urls.js";
+export { defaultTabId, sessionRuns, urls } from "./urls.js";

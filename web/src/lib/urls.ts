@@ -33,3 +33,26 @@ export function defaultTabId(storage: Storage | undefined = typeof sessionStorag
     return fresh(); // storage refused (privacy mode): one id per panel
   }
 }
+
+const RUNS_KEY = "agentchat.own_runs";
+
+/** The runs this tab started, in sessionStorage (ids, not secrets): see ModelOptions.ownRuns. */
+export function sessionRuns(storage: Storage | undefined = typeof sessionStorage === "undefined" ? undefined : sessionStorage): { load(): string[]; save(ids: string[]): void } {
+  return {
+    load: () => {
+      try {
+        const v: unknown = JSON.parse(storage?.getItem(RUNS_KEY) ?? "[]");
+        return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
+      } catch {
+        return [];
+      }
+    },
+    save: (ids) => {
+      try {
+        storage?.setItem(RUNS_KEY, JSON.stringify(ids));
+      } catch {
+        // storage refused: the gate may show for up to a lease after a reload, nothing worse
+      }
+    },
+  };
+}

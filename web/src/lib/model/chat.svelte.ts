@@ -34,6 +34,9 @@ export interface ModelOptions {
   pollEveryS?: number;
   /** Told when a turn ends or the list may have changed (the conversation list reloads). */
   onConversationsChanged?: () => void;
+  /** Where this tab keeps the ids of the runs it started, so a reloaded tab (same tab_id, so
+   * the same lease) does not take its own lease for another tab's. */
+  ownRuns?: { load(): string[]; save(ids: string[]): void };
 }
 
 /** One submit being read. */
@@ -76,7 +79,7 @@ export class ChatModel {
   now = $state(Date.now());
 
   readonly words: Words;
-  readonly #o: Required<Omit<ModelOptions, "envId" | "uicontext" | "onConversationsChanged">> & ModelOptions;
+  readonly #o: Required<Omit<ModelOptions, "envId" | "uicontext" | "onConversationsChanged" | "ownRuns">> & ModelOptions;
   #cur: Current | null = null;
   #rejoin: Rejoin | null = null;
   #reloadAfterReconnect = false;
@@ -88,6 +91,7 @@ export class ChatModel {
   constructor(opts: ModelOptions) {
     this.#o = { reconnectAttempts: 5, reconnectDelayS: 5, armS: 10, pollEveryS: 5, ...opts };
     this.words = WORDS[opts.lang];
+    for (const r of opts.ownRuns?.load() ?? []) this.#ownRuns.add(r);
   }
 
   // -- what the view reads ------------------------------------------------------------------
@@ -283,7 +287,10 @@ export class ChatModel {
       }
       if (m.seq <= cur.lastSeq) return; // Gradio delivers the last value twice
       cur.lastSeq = m.seq;
-      if (cur.kind !== "join") this.#ownRuns.add(m.run_id);
+      if (cur.kind !== "join" && !this.#ownRuns.has(m.run_id)) {
+        this.#ownRuns.add(m.run_id);
+        this.#o.ownRuns?.save([...this.#ownRuns].slice(-20));
+      }
     } else {
       if (m.seq <= cur.nullSeq) return;
       cur.nullSeq = m.seq;
