@@ -6,9 +6,11 @@ as `role@env` the records of that environment. Every row of a call carries the s
 tool and environment, so the filters and the visibility apply to rows (their indexes), and
 the page's records are then read from the view by their keys.
 
-Order: newest record first by its first row (`first_seq DESC`), keyset-paged: a record's
-first row is below the cursor exactly when one of its rows is, so `seq < before` is applied
-to rows and the minimum over them is still each record's first.
+Order: newest record first by its first row (`first_seq DESC`), keyset-paged. A page walks
+the rows newest first and keeps the first row of each call (no earlier row of the same call:
+one probe of `audit_rows_call`), so it reads about a page's records' rows, not the table's;
+the time filters apply to that first row. After a retention cut a record's first row is the
+oldest one left, as in the view.
 """
 
 from __future__ import annotations
@@ -21,19 +23,21 @@ from agentchat.agent.storage.db import Db, Row, connection
 from agentchat.identity import Principal
 
 _VISIBLE = "(owner = %(viewer)s OR %(all_envs)s OR environment = ANY(%(envs)s))"
-PAGE_KEYS = f"""
-SELECT conversation_id, call_id, min(seq) AS first_seq
-  FROM audit_rows
- WHERE {_VISIBLE}
-   AND (%(conversation_id)s::text IS NULL OR conversation_id = %(conversation_id)s)
-   AND (%(user)s::text IS NULL OR owner = %(user)s)
-   AND (%(tool)s::text IS NULL OR tool = %(tool)s)
-   AND (%(environment)s::text IS NULL OR environment = %(environment)s)
-   AND (%(before)s::bigint IS NULL OR seq < %(before)s)
- GROUP BY conversation_id, call_id
-HAVING (%(since)s::timestamptz IS NULL OR min(at) >= %(since)s)
-   AND (%(until)s::timestamptz IS NULL OR min(at) < %(until)s)
- ORDER BY first_seq DESC
+PAGE_KEYS = """
+SELECT r.conversation_id, r.call_id, r.seq AS first_seq
+  FROM audit_rows r
+ WHERE (r.owner = %(viewer)s OR %(all_envs)s OR r.environment = ANY(%(envs)s))
+   AND (%(conversation_id)s::text IS NULL OR r.conversation_id = %(conversation_id)s)
+   AND (%(user)s::text IS NULL OR r.owner = %(user)s)
+   AND (%(tool)s::text IS NULL OR r.tool = %(tool)s)
+   AND (%(environment)s::text IS NULL OR r.environment = %(environment)s)
+   AND (%(before)s::bigint IS NULL OR r.seq < %(before)s)
+   AND (%(since)s::timestamptz IS NULL OR r.at >= %(since)s)
+   AND (%(until)s::timestamptz IS NULL OR r.at < %(until)s)
+   AND NOT EXISTS (SELECT 1 FROM audit_rows p
+                    WHERE p.conversation_id = r.conversation_id AND p.call_id = r.call_id
+                      AND p.seq < r.seq)
+ ORDER BY r.seq DESC
  LIMIT %(limit)s
 """
 RECORDS = f"""

@@ -3,8 +3,10 @@ chain order (migration 9 holds the tables, the view and the append-only trigger)
 
 An append is one transaction: `pg_advisory_xact_lock(AUDIT_LOCK)`, the head's (seq, hash),
 the database clock, each entry hashed onto the chain, the rows inserted and the head moved.
-One chain for every replica, so appends serialize: ~1 ms each, a few per risky call. Given a
-connection already in a transaction (a card's answer), the rows commit or roll back with it.
+One chain for every replica, so appends serialize on the lock, held from the head's read to
+the commit: two round trips in a pipeline (lock + head; rows + head + commit) and the commit's
+WAL flush. Given a connection already in a transaction (a card's answer), the rows commit or
+roll back with it.
 There is no UPDATE of a row anywhere; the cut deletes a prefix and moves the head's anchor.
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentchat.agent.audit.chain import row_hash
+from agentchat.agent.audit.chain import row_hash, timestamp
 from agentchat.agent.storage.db import Db, Row, connection, fetch_one
 
 # A one-key advisory lock (its own space: agentchat.db's locks take two keys or another value).
@@ -27,24 +29,31 @@ STAGES = ("decision", "card", "answer", "execution", "not_run")
 LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
 HEAD = "SELECT seq, hash, anchor_seq, anchor_hash, anchor_at, clock_timestamp() AS now " \
        "FROM audit_head WHERE id"
-OWNERS = "SELECT id, owner FROM conversations WHERE id = ANY(%(ids)s)"
-HAS_STAGE = """
-SELECT 1 FROM audit_rows
- WHERE conversation_id = %(conversation_id)s AND call_id = %(call_id)s AND stage = %(stage)s
- LIMIT 1
+# Read after the lock (its own statement, so its own snapshot: the head is the latest).
+HEAD_FOR_APPEND = """
+SELECT h.seq, h.hash, clock_timestamp() AS now,
+       (SELECT coalesce(jsonb_object_agg(c.id, c.owner), '{}') FROM conversations c
+         WHERE c.id = ANY(%(ids)s)) AS owners
+  FROM audit_head h WHERE h.id
+"""
+HAS_STAGES = """
+SELECT conversation_id, call_id, stage FROM audit_rows
+ WHERE conversation_id = ANY(%(conversations)s) AND call_id = ANY(%(calls)s)
+   AND stage = ANY(%(stages)s)
 """
 LAST_DECISION = """
 SELECT turn_id, tool, environment, args_hash FROM audit_rows
  WHERE conversation_id = %(conversation_id)s AND call_id = %(call_id)s AND stage = 'decision'
  ORDER BY seq DESC LIMIT 1
 """
-INSERT_ROW = """
-INSERT INTO audit_rows (seq, at, stage, conversation_id, owner, turn_id, call_id, tool,
-                        environment, args_hash, detail, prev_hash, hash)
-VALUES (%(seq)s, %(at)s, %(stage)s, %(conversation_id)s, %(owner)s, %(turn_id)s, %(call_id)s,
-        %(tool)s, %(environment)s, %(args_hash)s, %(detail)s, %(prev_hash)s, %(hash)s)
+# The rows exactly as hashed (time as chain.timestamp), and the head moved, in one statement.
+INSERT_ROWS = """
+WITH rows AS (
+    INSERT INTO audit_rows
+    SELECT * FROM jsonb_populate_recordset(NULL::audit_rows, %(rows)s)
+)
+UPDATE audit_head SET seq = %(seq)s, hash = %(hash)s WHERE id
 """
-MOVE_HEAD = "UPDATE audit_head SET seq = %(seq)s, hash = %(hash)s WHERE id"
 # The cut: the prefix ends before the oldest row at or after the cutoff (rows are appended
 # under one lock with the database's clock, so `at` grows with `seq`; the min keeps it a
 # prefix even if the clock stepped back).
@@ -104,33 +113,39 @@ async def append(db: Db, entries: list[Entry]) -> int:
     """Put the entries on the chain, in order; how many were appended."""
     if not entries:
         return 0
-    async with connection(db) as conn, conn.transaction():
+    once = [e for e in entries if e.once]
+    async with connection(db) as conn, conn.pipeline(), conn.transaction():
         await conn.execute(LOCK, {"key": AUDIT_LOCK})
-        head = await (await conn.execute(HEAD)).fetchone()
+        head_cur = await conn.execute(HEAD_FOR_APPEND, {
+            "ids": sorted({e.conversation_id for e in entries})})
+        seen_cur = await conn.execute(HAS_STAGES, {
+            "conversations": sorted({e.conversation_id for e in once}),
+            "calls": sorted({e.call_id for e in once}),
+            "stages": sorted({e.stage for e in once})}) if once else None
+        head = await head_cur.fetchone()
         assert head is not None, "migration 9 seeds the head"
-        ids = sorted({e.conversation_id for e in entries})
-        owners = {r["id"]: r["owner"]
-                  for r in await (await conn.execute(OWNERS, {"ids": ids})).fetchall()}
-        seq, last = int(head["seq"]), str(head["hash"])
-        appended = 0
+        seen = {(r["conversation_id"], r["call_id"], r["stage"])
+                for r in (await seen_cur.fetchall() if seen_cur is not None else [])}
+        seq, last, at = int(head["seq"]), str(head["hash"]), timestamp(head["now"])
+        rows: list[dict[str, Any]] = []
         for e in entries:
-            if e.once and await (await conn.execute(HAS_STAGE, {
-                    "conversation_id": e.conversation_id, "call_id": e.call_id,
-                    "stage": e.stage})).fetchone():
-                continue
+            key = (e.conversation_id, e.call_id, e.stage)
+            if e.once:
+                if key in seen:
+                    continue
+                seen.add(key)
             row: dict[str, Any] = clean({
-                "seq": seq + 1, "at": head["now"], "stage": e.stage,
+                "seq": seq + 1, "at": at, "stage": e.stage,
                 "conversation_id": e.conversation_id,
-                "owner": owners.get(e.conversation_id, ""), "turn_id": e.turn_id,
+                "owner": head["owners"].get(e.conversation_id, ""), "turn_id": e.turn_id,
                 "call_id": e.call_id, "tool": e.tool, "environment": e.environment,
                 "args_hash": e.args_hash, "detail": e.detail, "prev_hash": last})
             row["hash"] = row_hash(row)
-            await conn.execute(INSERT_ROW, {**row, "detail": Jsonb(row["detail"])})
+            rows.append(row)
             seq, last = seq + 1, row["hash"]
-            appended += 1
-        if appended:
-            await conn.execute(MOVE_HEAD, {"seq": seq, "hash": last})
-        return appended
+        if rows:
+            await conn.execute(INSERT_ROWS, {"rows": Jsonb(rows), "seq": seq, "hash": last})
+        return len(rows)
 
 
 async def last_decision(db: Db, conversation_id: str, call_id: str) -> Row | None:
