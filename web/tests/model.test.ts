@@ -470,6 +470,16 @@ describe("disconnected", () => {
     expect(model.state).toBe("idle");
   });
 
+  it("disconnected ──[manual reconnect, during the countdown]──→ idle", async () => {
+    transport.failConnects = 1;
+    await started();
+    expect(model.state).toBe("disconnected");
+    model.reconnectNow();
+    await settle();
+    expect(model.state).toBe("idle");
+    expect(transport.connects).toBe(2);
+  });
+
   it("idle, the agent dies: the poll notices (dot red, countdown)", async () => {
     await started();
     transport.probeOk = false;
