@@ -5,6 +5,7 @@ the offline model, the `agentchat audit` command as a process.
   revoked while the card waited, and an uncarded write) each give exactly one joined record
   with every stage that happened, in order; the sandbox's audit line of an execution carries
   the record's `decision_id`.
+- The cards, policy decisions and tool calls are counted in /metrics (outcome and tool labels).
 - Another user's records are invisible; the audit role sees them; `auditor@ss-dev` sees only
   ss-dev's.
 - The export verifies; an edited or deleted line is named; an edited or deleted row in the
@@ -217,6 +218,33 @@ def test_an_uncarded_write_is_a_decision_and_an_execution(audit_stack: Stack) ->
     line = stack.audit(decision_id=got[0]["decision_id"])
     assert [(a["operation"], a["env"], a["outcome"]) for a in line] == [
         ("refresh_dataset", "ss-dev", "ok")]
+
+
+def test_the_calls_above_are_counted_in_the_metrics(audit_stack: Stack) -> None:
+    """Labels are outcomes and tool names only (no user or conversation ids)."""
+    text = httpx.get(audit_stack.agent.url + "/metrics", timeout=10).text
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(("agentchat_cards_total", "agentchat_agent_policy_decisions_total",
+                            "agentchat_tool_calls_total", "agentchat_card_answer_seconds_count",
+                            "agentchat_agent_policy_seconds_count",
+                            "agentchat_tool_call_seconds_count")):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    # shown: confirmed, denied, expired, permission-denied, revoked (5); answered: all of them
+    assert values['agentchat_cards_total{outcome="shown"}'] >= 5, values
+    assert values['agentchat_cards_total{outcome="confirmed"}'] >= 1
+    assert values['agentchat_cards_total{outcome="denied"}'] >= 3
+    assert values['agentchat_cards_total{outcome="expired"}'] >= 1
+    assert values["agentchat_card_answer_seconds_count"] >= 5
+    assert values['agentchat_agent_policy_decisions_total{outcome="confirm"}'] >= 5
+    assert values['agentchat_agent_policy_decisions_total{outcome="deny"}'] >= 2
+    assert values['agentchat_agent_policy_decisions_total{outcome="allow"}'] >= 1
+    assert values["agentchat_agent_policy_seconds_count"] >= 8
+    assert values['agentchat_tool_calls_total{outcome="ok",tool="deploy_dashboard"}'] >= 1
+    assert values['agentchat_tool_calls_total{outcome="ok",tool="refresh_dataset"}'] >= 1
+    assert values['agentchat_tool_call_seconds_count{tool="deploy_dashboard"}'] >= 1
+    assert not any(u in name for name in values for u in ("alice", "carol", "conversation"))
 
 
 # -- who sees what ----------------------------------------------------------------------------
