@@ -56,6 +56,8 @@ export class FakeTransport implements Transport {
   connects = 0;
   /** How many of the next connects fail. */
   failConnects = 0;
+  /** How many of the next connects never answer (a half-open connection). */
+  hangConnects = 0;
   probeOk = true;
   cancelled = 0;
   examples = ["Что ты умеешь?", "Найди дашборды про энергопотребление"];
@@ -67,6 +69,10 @@ export class FakeTransport implements Transport {
 
   async connect(): Promise<{ examples: string[] }> {
     this.connects += 1;
+    if (this.hangConnects > 0) {
+      this.hangConnects -= 1;
+      return new Promise(() => undefined);
+    }
     if (this.failConnects > 0) {
       this.failConnects -= 1;
       throw new Error("connect refused");

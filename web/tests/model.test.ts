@@ -480,6 +480,19 @@ describe("disconnected", () => {
     expect(transport.connects).toBe(2);
   });
 
+  it("a reconnect that never answers counts as failed after 10 s (the countdown goes on)", async () => {
+    transport.failConnects = 1;
+    await started();
+    transport.hangConnects = 1;
+    await settle(5000);
+    expect(model.connection).toBe("connecting");
+    await settle(10_000);
+    expect(model.state).toBe("disconnected");
+    expect(model.reconnect.attempt).toBe(2);
+    await settle(5000);
+    expect(model.state).toBe("idle");
+  });
+
   it("idle, the agent dies: the poll notices (dot red, countdown)", async () => {
     await started();
     transport.probeOk = false;

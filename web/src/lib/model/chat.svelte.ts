@@ -61,6 +61,17 @@ interface Rejoin {
   item: AssistantItem;
 }
 
+/** A connect or poll that neither answers nor fails (a half-open connection) must not hold the
+ * machine: after this long it counts as failed. */
+const HANG_MS = 10_000;
+
+function deadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error("no answer")), ms);
+    p.then((v) => { clearTimeout(t); resolve(v); }, (e: unknown) => { clearTimeout(t); reject(e); });
+  });
+}
+
 let nextId = 0;
 const id = (p: string): string => `${p}-${++nextId}`;
 
@@ -161,7 +172,7 @@ export class ChatModel {
     this.#ticker ??= setInterval(() => this.#tick(), 1000);
     this.connection = "connecting";
     try {
-      const { examples } = await this.#o.transport.connect();
+      const { examples } = await deadline(this.#o.transport.connect(), HANG_MS);
       this.examples = examples;
       this.connection = "connected";
     } catch {
@@ -442,7 +453,7 @@ export class ChatModel {
     this.connection = "connecting";
     this.reconnect.secondsLeft = 0;
     try {
-      const { examples } = await this.#o.transport.connect();
+      const { examples } = await deadline(this.#o.transport.connect(), HANG_MS);
       if (examples.length) this.examples = examples;
     } catch {
       this.connection = "disconnected";
@@ -501,13 +512,13 @@ export class ChatModel {
       const cid = this.conversationId;
       if (cid) {
         try {
-          const active = await this.#o.rest.active(cid);
+          const active = await deadline(this.#o.rest.active(cid), HANG_MS);
           if (this.conversationId === cid) this.#applyActive(active);
           return;
         } catch (e) {
           if (!(e instanceof RestError && e.unreachable)) return;
         }
-      } else if (await this.#o.transport.probe()) {
+      } else if (await deadline(this.#o.transport.probe(), HANG_MS).catch(() => false)) {
         return;
       }
       if (this.state === "idle" || this.state === "awaiting_confirmation" || this.state === "error") {
