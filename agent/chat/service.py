@@ -280,13 +280,16 @@ class ChatService:
             pending = await confirmations.pending_confirmation(conn, conversation_id)
             if pending is None:
                 return []
-            async with conn.transaction():
-                if not await confirmations.resolve_confirmation(conn, pending["confirm_id"],
-                                                                "denied"):
-                    return []
-                await self._audit_answer(conn, pending, principal, session, "new_message",
-                                         "denied", None)
-        _count_answer(pending, "denied")
+            with TRACER.start_as_current_span("agentchat.card.answer", attributes={
+                    "agentchat.conversation_id": conversation_id,
+                    "agentchat.action": "new_message"}):
+                async with conn.transaction():
+                    if not await confirmations.resolve_confirmation(
+                            conn, pending["confirm_id"], "denied"):
+                        return []
+                    await self._audit_answer(conn, pending, principal, session,
+                                             "new_message", "denied", None)
+                _count_answer(pending, "denied")
         await self.runner.close_dangling(conversation_id, "not run: the user denied it",
                                          "denied")
         if pending["turn_id"]:
@@ -355,7 +358,7 @@ class ChatService:
                                          "the confirmation was already answered")
                 await self._audit_answer(conn, pending, principal, session,
                                          str(req.action), result, recheck)
-        _count_answer(pending, result)
+            _count_answer(pending, result)
         last = await turn_records.last_turn(self.pool, conversation_id)
         runtime = self._resumed_runtime(conversation_id, token, last)
         turn_id = pending["turn_id"] or str(uuid.uuid4())
@@ -383,7 +386,8 @@ class ChatService:
 
 
 def _count_answer(pending: dict[str, Any], result: str) -> None:
-    """CARDS by result and the time the card waited for its answer (its span says it too)."""
+    """CARDS by result and the time the card waited, also on the answer's span (the current
+    one: `agentchat.card.answer`)."""
     CARDS.labels(result).inc()
     created = pending.get("created_at")
     if isinstance(created, datetime):

@@ -164,6 +164,18 @@ def test_a_denied_deploy_records_the_answer_and_why_it_did_not_run(audit_stack: 
     assert rec["outcome"] == "not_run:denied"
 
 
+def test_a_new_message_over_a_card_is_its_answer(audit_stack: Stack) -> None:
+    stack, alice = audit_stack, audit_stack.token("alice")
+    tab, card = carded(stack, alice)
+    turn(stack, alice, "привет", tab, card.conversation_id)
+    rec = one_record(stack, alice, card.conversation_id or "")
+    assert stages(rec) == ["decision", "card", "answer", "not_run"]
+    answer = detail(rec, "answer")
+    assert (answer["by"], answer["action"], answer["result"]) == ("alice", "new_message",
+                                                                   "denied")
+    assert detail(rec, "not_run")["reason"] == "denied"
+
+
 def test_an_expired_card_records_the_late_answer(audit_stack: Stack) -> None:
     stack, alice = audit_stack, audit_stack.token("alice")
     tab, card = carded(stack, alice)
@@ -231,13 +243,13 @@ def test_the_calls_above_are_counted_in_the_metrics(audit_stack: Stack) -> None:
                             "agentchat_tool_call_seconds_count")):
             name, value = line.rsplit(" ", 1)
             values[name] = float(value)
-    # shown: confirmed, denied, expired, permission-denied, revoked (5); answered: all of them
-    assert values['agentchat_cards_total{outcome="shown"}'] >= 5, values
+    # shown: confirmed, denied, new message, expired, permission-denied, revoked; all answered
+    assert values['agentchat_cards_total{outcome="shown"}'] >= 6, values
     assert values['agentchat_cards_total{outcome="confirmed"}'] >= 1
-    assert values['agentchat_cards_total{outcome="denied"}'] >= 3
+    assert values['agentchat_cards_total{outcome="denied"}'] >= 4
     assert values['agentchat_cards_total{outcome="expired"}'] >= 1
-    assert values["agentchat_card_answer_seconds_count"] >= 5
-    assert values['agentchat_agent_policy_decisions_total{outcome="confirm"}'] >= 5
+    assert values["agentchat_card_answer_seconds_count"] >= 6
+    assert values['agentchat_agent_policy_decisions_total{outcome="confirm"}'] >= 6
     assert values['agentchat_agent_policy_decisions_total{outcome="deny"}'] >= 2
     assert values['agentchat_agent_policy_decisions_total{outcome="allow"}'] >= 1
     assert values["agentchat_agent_policy_seconds_count"] >= 8
