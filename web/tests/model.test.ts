@@ -2,7 +2,7 @@
 // stack (tests/record/). Each test names the transition it proves.
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ChatModel } from "../src/lib/model/chat.svelte.js";
-import type { AssistantItem, CardView, StreamMessage, TextView, ToolView } from "../src/lib/model/types.js";
+import type { AssistantItem, StreamMessage, TextView, ToolView } from "../src/lib/model/types.js";
 import { FakeRest, FakeTransport, fixture, unreachable, type Fixture } from "./fake.js";
 
 const settle = async (ms = 0) => {

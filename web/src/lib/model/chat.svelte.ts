@@ -6,16 +6,18 @@
  *
  * No DOM and no `$effect`: components read the `$state` fields and call the methods (002_…,
  * "Reactivity"). One module because the machine is one: every transition is in this file
- * (about 450 lines; splitting it would scatter the table across files).
+ * (about 570 lines; the answer's parts — text, tool cards, cards — are in parts.ts; splitting
+ * the transitions would scatter 002's table across files).
  */
 
 import { WORDS, type Lang, type Words } from "../i18n.js";
 import { cardFrom } from "./cards.js";
 import { fromHistory } from "./history.js";
+import { appendText, dropTurn, finalText, findCard, itemOf, newTool, pendingCards, upsertTool } from "./parts.js";
 import {
   type Active, type AlternativesView, type AssistantItem, type CardView, type ChatEvent,
-  type ChatPayload, type Connection, type ErrorView, type FsmState, type Item, type Part,
-  type Rest, RestError, type Submission, type TextView, type ToolView, type Transport,
+  type ChatPayload, type Connection, type ErrorView, type FsmState, type Item,
+  type Rest, RestError, type Submission, type Transport,
 } from "./types.js";
 
 export interface ModelOptions {
@@ -314,30 +316,26 @@ export class ChatModel {
     const item = cur.item;
     switch (m.type) {
       case "stream_token":
-        this.#appendText(item, m.run_id, String(m.token ?? ""));
+        appendText(item, m.run_id, String(m.token ?? ""));
         return;
       case "tool_start":
-        item.parts.push({
-          kind: "tool", callId: String(m.call_id), tool: String(m.tool ?? ""),
-          title: String(m.title ?? m.tool ?? ""), status: "running", input: m.input ?? null,
-          output: null, error: null, attempt: 0, maxAttempts: 0, timeoutSeconds: 0, retryable: false,
-        });
+        item.parts.push(newTool(m));
         return;
       case "tool_end":
-        this.#tool(item, m, (t) => { t.status = "done"; t.output = m.output ?? null; });
+        upsertTool(item, m, (t) => { t.status = "done"; t.output = m.output ?? null; });
         return;
       case "tool_retry":
-        this.#tool(item, m, (t) => {
+        upsertTool(item, m, (t) => {
           t.status = "retrying"; t.attempt = Number(m.attempt); t.maxAttempts = Number(m.max_attempts);
         });
         return;
       case "tool_error":
-        this.#tool(item, m, (t) => {
+        upsertTool(item, m, (t) => {
           t.status = "error"; t.error = String(m.error ?? ""); t.retryable = m.retryable === true;
         });
         return;
       case "tool_timeout":
-        this.#tool(item, m, (t) => {
+        upsertTool(item, m, (t) => {
           t.status = "timeout"; t.timeoutSeconds = Number(m.timeout_seconds); t.retryable = m.retryable !== false;
         });
         return;
@@ -348,7 +346,7 @@ export class ChatModel {
         this.state = "awaiting_confirmation";
         return;
       case "confirm_resolved": {
-        const card = this.#findCard(String(m.confirm_id));
+        const card = findCard(this.items, String(m.confirm_id));
         if (card) {
           card.status = m.result === "confirmed" ? "confirmed" : m.result === "expired" ? "expired" : "denied";
           card.answering = false;
@@ -365,7 +363,7 @@ export class ChatModel {
       default:
         if (m.message_id === undefined) return; // a type this panel does not know yet
         cur.terminal = true;
-        this.#final(item, m.run_id, ev.content);
+        finalText(item, m.run_id, ev.content);
         if (cur.deniedAlternatives) item.parts.push({ kind: "alternatives", alternatives: cur.deniedAlternatives });
         this.state = "idle";
         this.#o.onConversationsChanged?.();
@@ -412,11 +410,11 @@ export class ChatModel {
       if (this.conversationId) void this.openConversation(this.conversationId);
       return;
     }
-    for (const c of this.#pendingCards()) c.answering = false;
+    for (const c of pendingCards(this.items)) c.answering = false;
     if (m.run_id === null && cur.kind === "message") {
       // Refused before a run existed (busy, rate limit, bad input): nothing was stored, so a
       // retry would re-run the previous turn. The text goes back to the input instead.
-      this.#dropLastTurn(cur.item);
+      dropTurn(this.items, cur.item);
       this.draft = cur.text;
       this.error = { kind: "not_sent", code, text: `${ev.content} ${this.words.notSent}`, retryable: false };
     } else {
@@ -430,13 +428,13 @@ export class ChatModel {
 
   /** The stream ended without its last event: the connection is gone (the run goes on). */
   #lost(cur: Current): void {
-    for (const c of this.#pendingCards()) c.answering = false;
+    for (const c of pendingCards(this.items)) c.answering = false;
     if (cur.runId && this.conversationId) {
       this.#rejoin = { runId: cur.runId, lastSeq: cur.lastSeq, conversationId: this.conversationId, item: cur.item };
     } else if (this.conversationId) {
       this.#reloadAfterReconnect = true; // lost before the first event: history will tell
     } else if (cur.kind === "message") {
-      this.#dropLastTurn(cur.item); // a new conversation that never started
+      dropTurn(this.items, cur.item); // a new conversation that never started
       this.draft = cur.text;
     }
     this.#disconnected();
@@ -544,7 +542,7 @@ export class ChatModel {
     const card = this.card;
     if (!card || !this.canAnswer(card) || action === "confirm" && !this.canConfirm(card)) return;
     card.answering = true;
-    const item = this.#itemOf(card) ?? this.#newAssistant();
+    const item = itemOf(this.items, card) ?? this.#newAssistant();
     const payload = this.#payload("__resume__", action);
     payload.message.confirm_id = card.confirmId;
     void this.#run(payload, item, "resume", "");
@@ -571,68 +569,5 @@ export class ChatModel {
   #newAssistant(): AssistantItem {
     this.items.push({ kind: "assistant", id: id("a"), parts: [], partial: false });
     return this.items[this.items.length - 1] as AssistantItem;
-  }
-
-  #dropLastTurn(item: AssistantItem): void {
-    const i = this.items.indexOf(item);
-    if (i < 0) return;
-    const start = i > 0 && this.items[i - 1]!.kind === "user" ? i - 1 : i;
-    this.items.splice(start, i - start + 1);
-  }
-
-  #appendText(item: AssistantItem, runId: string | null, token: string): void {
-    const last = item.parts[item.parts.length - 1];
-    if (last?.kind === "text" && last.runId === runId) last.text += token;
-    else item.parts.push({ kind: "text", runId, text: token });
-  }
-
-  /** The final message's `content` is the whole answer of its run: the text shown must end
-   * up equal to it (a join that started late, a coalesced token we never saw). */
-  #final(item: AssistantItem, runId: string | null, content: string): void {
-    const mine = item.parts.filter((p): p is TextView => p.kind === "text" && p.runId === runId);
-    const shown = mine.map((p) => p.text).join("");
-    if (shown === content) return;
-    if (content.startsWith(shown)) {
-      this.#appendText(item, runId, content.slice(shown.length));
-      return;
-    }
-    item.parts = item.parts.filter((p) => !(p.kind === "text" && p.runId === runId));
-    item.parts.push({ kind: "text", runId, text: content });
-  }
-
-  #tool(item: AssistantItem, m: ChatEvent["metadata"], update: (t: ToolView) => void): void {
-    const callId = String(m.call_id);
-    let tool = item.parts.find((p): p is ToolView => p.kind === "tool" && p.callId === callId);
-    if (!tool) {
-      // Joined after its tool_start: the card starts here.
-      item.parts.push({
-        kind: "tool", callId, tool: String(m.tool ?? ""), title: String(m.title ?? m.tool ?? ""),
-        status: "running", input: null, output: null, error: null, attempt: 0, maxAttempts: 0,
-        timeoutSeconds: 0, retryable: false,
-      });
-      tool = item.parts[item.parts.length - 1] as ToolView;
-    }
-    update(tool);
-  }
-
-  *#cards(): Generator<CardView> {
-    for (const it of this.items) {
-      if (it.kind !== "assistant") continue;
-      for (const p of it.parts) if (p.kind === "card") yield p;
-    }
-  }
-
-  #findCard(confirmId: string): CardView | null {
-    for (const c of this.#cards()) if (c.confirmId === confirmId) return c;
-    return null;
-  }
-
-  #pendingCards(): CardView[] {
-    return [...this.#cards()].filter((c) => c.status === "pending");
-  }
-
-  #itemOf(part: Part): AssistantItem | null {
-    for (const it of this.items) if (it.kind === "assistant" && it.parts.includes(part)) return it;
-    return null;
   }
 }
