@@ -87,7 +87,7 @@ def _security_headers(response: Response) -> Response:
     return response
 
 
-@router.get("", include_in_schema=False)
+@router.get("")
 async def ui_root(services: ServicesDep) -> Response:
     """The page's asset URLs are relative: it must be loaded with its trailing slash. The
     relative Location keeps whatever host and scheme the browser used (a proxy in front)."""
@@ -97,7 +97,7 @@ async def ui_root(services: ServicesDep) -> Response:
     return Response(status_code=308, headers={"Location": "ui/"})
 
 
-@router.get("/", include_in_schema=False)
+@router.get("/")
 async def index(services: ServicesDep) -> Response:
     root = _built(services.settings)
     if isinstance(root, Response):
@@ -168,7 +168,7 @@ async def dev_token(body: DevTokenRequest, services: ServicesDep) -> JSONRespons
     return JSONResponse({"token": token}, headers={"Cache-Control": NO_STORE})
 
 
-@router.get("/{path:path}", include_in_schema=False)
+@router.get("/{path:path}")
 async def asset(path: str, services: ServicesDep) -> Response:
     root = _built(services.settings)
     if isinstance(root, Response):
