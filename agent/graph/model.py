@@ -48,9 +48,9 @@ def make_llm(settings: AgentSettings) -> BaseChatModel:
 
 
 TRACER = trace.get_tracer("agentchat.agent")
-# Chunks merged in one `+`: a merge is one pass over what it joins, so folding every 32 keeps
+# Chunks merged in one `+`: a merge is one pass over what it joins, so folding every 8 keeps
 # a handful of chunk objects alive instead of the whole answer's, for one extra pass each time.
-FOLD_EVERY = 32
+FOLD_EVERY = 8
 
 
 def _lean_source(runnable: Runnable[Any, Any]) -> tuple[BaseChatModel, dict[str, Any]] | None:
