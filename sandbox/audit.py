@@ -1,8 +1,9 @@
 """The audit log: one record per request that got past authentication (docs/protocol.md §7).
 
 `{ts, service_actor, user_actor, operation, env, args, outcome, idempotency_key,
-decision_id}`, oldest first (`decision_id`: the agent's `X-Decision-Id`, the policy decision
-that let the call run, so this audit joins the agent's trail; null when not sent); outcome is "ok", "error", "forbidden", "replayed" or "not_found". Tests and the agent's
+decision_id}`, oldest first; outcome is "ok", "error", "forbidden", "replayed" or
+"not_found"; `decision_id` is the agent's `X-Decision-Id` (the policy decision that let the
+call run, so this audit joins the agent's trail), null when not sent. Tests and the agent's
 tests count executions here, so an executed call is exactly one "ok" record.
 """
 
