@@ -5,7 +5,10 @@
 
 Tracing is on when `OTEL_TRACES_EXPORTER` names an exporter (`otlp`, `console`) or an OTLP
 endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), and
-`OTEL_SDK_DISABLED` is not true. The exporter is OTLP over HTTP/protobuf; the SDK reads the rest
+`OTEL_SDK_DISABLED` is not true. `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS` (`fastapi`, `httpx`,
+`psycopg`, comma-separated) leaves those layers out, as OpenTelemetry's auto-instrumentation
+reads it: bench/observe_cost.py measures what each costs. The exporter is OTLP over
+HTTP/protobuf; the SDK reads the rest
 itself (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`,
 `OTEL_EXPORTER_OTLP_*` headers and timeouts). Off, nothing is instrumented: the API's no-op
 tracer is all the code meets.
@@ -21,7 +24,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.util.types import Attributes
 
 log = logging.getLogger("agentchat.telemetry")
 
@@ -59,6 +68,11 @@ def exporter_name() -> str:
     return "otlp" if endpoint else "none"
 
 
+def disabled_instrumentations() -> set[str]:
+    raw = os.environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "")
+    return {name.strip().lower() for name in raw.split(",") if name.strip()}
+
+
 def enabled() -> bool:
     return _state["provider"] is not None
 
@@ -77,7 +91,6 @@ def setup_telemetry(service_name: str) -> bool:
         raise TelemetryConfigError(
             f"OTLP protocol {protocol!r}: this build ships the HTTP/protobuf exporter only")
 
-    from opentelemetry import trace
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -93,7 +106,10 @@ def setup_telemetry(service_name: str) -> bool:
     if not os.environ.get("OTEL_SERVICE_NAME") and "service.name=" not in os.environ.get(
             "OTEL_RESOURCE_ATTRIBUTES", ""):
         resource = resource.merge(Resource({SERVICE_NAME: service_name}))
-    provider = TracerProvider(resource=resource)  # sampler from OTEL_TRACES_SAMPLER
+    # The sampler OTEL_TRACES_SAMPLER names (the SDK reads it; a throwaway provider shows
+    # which), wrapped so SQL and HTTP calls outside any trace are not traced (below).
+    chosen = TracerProvider(shutdown_on_exit=False).sampler
+    provider = TracerProvider(resource=resource, sampler=_ClientsInTraces(chosen))
     exporter: SpanExporter
     if name == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -104,19 +120,45 @@ def setup_telemetry(service_name: str) -> bool:
     # Batched off the request path; OTEL_BSP_* tune it. Flushed at exit by the provider.
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
-    # Statements only: parameters hold message text and argument values.
-    PsycopgInstrumentor().instrument(tracer_provider=provider, capture_parameters=False,
-                                     enable_commenter=False)
+    off = disabled_instrumentations()
+    if "httpx" not in off:
+        HTTPXClientInstrumentor().instrument(tracer_provider=provider)
+    if "psycopg" not in off:
+        # Statements only: parameters hold message text and argument values.
+        PsycopgInstrumentor().instrument(tracer_provider=provider, capture_parameters=False,
+                                         enable_commenter=False)
     _state["provider"] = provider
     log.info("tracing on: %s exporter, service %s", name,
              resource.attributes.get(SERVICE_NAME))
     return True
 
 
+class _ClientsInTraces(Sampler):
+    """A client span (a SQL statement, an outgoing HTTP call) with no parent is dropped:
+    background work (heartbeats, the run writer, the sweeper, migrations at start) would
+    otherwise make a one-span trace per statement, about half of all spans, and none of them
+    answers "what happened in this turn". Everything else is the chosen sampler's call."""
+
+    def __init__(self, base: Sampler) -> None:
+        self._base = base
+
+    def should_sample(self, parent_context: Context | None, trace_id: int, name: str,
+                      kind: trace.SpanKind | None = None, attributes: Attributes = None,
+                      links: Sequence[trace.Link] | None = None,
+                      trace_state: trace.TraceState | None = None) -> SamplingResult:
+        if kind == trace.SpanKind.CLIENT and not trace.get_current_span(
+                parent_context).get_span_context().is_valid:
+            return SamplingResult(Decision.DROP)
+        return self._base.should_sample(parent_context, trace_id, name, kind, attributes,
+                                        links, trace_state)
+
+    def get_description(self) -> str:
+        return f"ClientsInTraces{{{self._base.get_description()}}}"
+
+
 def instrument_app(app: Any) -> None:
     """Server spans for a FastAPI app, continuing the caller's W3C `traceparent`."""
-    if _state["provider"] is None:
+    if _state["provider"] is None or "fastapi" in disabled_instrumentations():
         return
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
