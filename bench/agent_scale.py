@@ -238,7 +238,11 @@ def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float,
 
 
 def live_runs(url: str) -> int:
-    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+    try:  # a traced agent under load answers slowly
+        text = httpx.get(url + "/metrics", timeout=60).text
+    except httpx.HTTPError:
+        return -1
+    for line in text.splitlines():
         if line.startswith("agentchat_live_runs "):
             return int(float(line.split()[1]))
     return -1
@@ -254,7 +258,8 @@ def tracemalloc_run(opts: argparse.Namespace) -> dict[str, Any]:
     text = " ".join(f"w{i}" for i in range(opts.words))
     out: dict[str, Any] = {"bench": "agent_scale_tracemalloc", "stages": {}}
     with bench_env("agent-scale-tm", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
-                   PYTHONPATH=probe, AGENTCHAT_BENCH_TRACEMALLOC_DIR=str(snaps)) as (stack, _):
+                   PYTHONPATH=probe, AGENTCHAT_BENCH_TRACEMALLOC_DIR=str(snaps),
+                   AGENTCHAT_BENCH_TRACEMALLOC_FRAMES="1") as (stack, _):
         pid = stack.agent.proc.pid  # type: ignore[union-attr]
         spec = {"mode": "streams", "n": 10, "expect": text, "url": stack.gradio_url,
                 "agent": True, "token": stack.token("alice"), "message": prompt}
