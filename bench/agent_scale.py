@@ -114,7 +114,12 @@ def profile_layers(raw: Path) -> dict[str, Any]:
         layers[layer] += n
     share = {k: round(100 * v / total, 1) for k, v in layers.most_common()}
     top = [{"fn": k, "pct": round(100 * v / total, 1)} for k, v in leaves.most_common(15)]
-    return {"samples": total, "layers_pct": share, "top_functions_pct": top}
+    return {"samples": total, "layers_pct": share, "top_functions_pct": top, "raw": str(raw)}
+
+
+def profile_path(side: str) -> Path:
+    """Kept after the run (the stack's temp dir is not), for a flame graph or a closer look."""
+    return Path(os.environ.get("TMPDIR", "/tmp")) / f"agent-scale-{os.getpid()}-{side}.pyspy"
 
 
 class Profiler:
@@ -148,8 +153,8 @@ class Profiler:
 def print_profile(name: str, prof: dict[str, Any] | None, cpu_ms_per_token: float) -> None:
     if not prof:
         return
-    print(f"\n{name}: {prof['samples']} samples, {cpu_ms_per_token} ms CPU per token",
-          file=sys.stderr)
+    print(f"\n{name}: {prof['samples']} samples, {cpu_ms_per_token} ms CPU per token"
+          f" (raw stacks: {prof['raw']})", file=sys.stderr)
     for layer, pct in prof["layers_pct"].items():
         print(f"  {pct:5.1f}%  {layer}  (~{cpu_ms_per_token * pct / 100:.3f} ms/token)",
               file=sys.stderr)
@@ -226,7 +231,7 @@ def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float,
                  "token": None}
         run_client({**bspec, "n": 10})  # warm-up
         pid = bare.proc.pid  # type: ignore[union-attr]
-        with Profiler(pid, tmp / "bare.pyspy", profile) as prof:
+        with Profiler(pid, profile_path("bare"), profile) as prof:
             cpu0 = cpu_seconds(pid)
             run = run_client(bspec)
             cpu1 = cpu_seconds(pid)
@@ -343,7 +348,7 @@ def main() -> int:
         gc.collect()
         time.sleep(1.0)
         pid = stack.agent.proc.pid  # type: ignore[union-attr]
-        with RssSampler(pid) as rss, Profiler(pid, tmp / "agent.pyspy", opts.profile) as prof:
+        with RssSampler(pid) as rss, Profiler(pid, profile_path("agent"), opts.profile) as prof:
             before = rss.rss()
             cpu0 = cpu_seconds(pid)
             agent_run = run_client(spec)
