@@ -48,6 +48,10 @@ class AgentSettings(SelectionSettings):
 
     # Streaming: text is coalesced into one stream_token at most every this many seconds.
     flush_interval_s: float = 0.05
+    # Adaptive coalescing (issue 21): when > 0, the interval grows with the live runs so the
+    # replica sends about this many stream_tokens a second in all (Gradio's cost is per event);
+    # never below flush_interval_s. 0: the fixed interval.
+    flush_events_per_s: float = Field(default=0.0, ge=0)
     chat_concurrency: int = 1000
 
     # Conversations: the multi-tab lease and the confirmation cards.
