@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agentchat.agent.chat.turns import END_OF_STREAM
@@ -73,12 +73,14 @@ def text_after(text: str, kept: dict[str, Any]) -> str:
 
 
 async def coalesce(queue: asyncio.Queue[dict[str, Any]],
-                   flush_s: float) -> AsyncIterator[dict[str, Any]]:
-    """Events from a turn with text merged: at most one stream_token per flush interval.
+                   flush_s: float | Callable[[], float]) -> AsyncIterator[dict[str, Any]]:
+    """Events from a turn with text merged: at most one stream_token per flush interval
+    (a number, or a function read at each flush: adaptive coalescing).
 
     Every token already queued joins the event being built, so a reader slowed by load gets
     the backlog in one event instead of one token per pull (a backlog that never shrinks).
     """
+    interval = flush_s if callable(flush_s) else (lambda: flush_s)
     buf = ""
     last = 0.0
     held: dict[str, Any] | None = None  # a non-text event met while draining
@@ -86,7 +88,7 @@ async def coalesce(queue: asyncio.Queue[dict[str, Any]],
         if held is not None:
             event, held = held, None
         elif buf:
-            wait = last + flush_s - time.monotonic()
+            wait = last + interval() - time.monotonic()
             if wait <= 0:
                 yield {"type": "stream_token", "token": buf}
                 buf, last = "", time.monotonic()

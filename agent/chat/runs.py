@@ -193,7 +193,7 @@ class RunHub:
             try:
                 for event in early:
                     add(event)
-                async for event in coalesce(turn.queue, self.settings.flush_interval_s):
+                async for event in coalesce(turn.queue, self.flush_interval):
                     add(event)
                     if event["type"] in TERMINAL:
                         status = STATUS_AFTER[event["type"]]
@@ -212,6 +212,13 @@ class RunHub:
         else:
             task.add_done_callback(lambda _: self.live.pop(run.run_id, None))
         return run
+
+    def flush_interval(self) -> float:
+        """The coalescing interval now: fixed, or with adaptive coalescing long enough that
+        the live runs together send about `flush_events_per_s` stream_tokens a second."""
+        base = self.settings.flush_interval_s
+        rate = self.settings.flush_events_per_s
+        return max(base, self.running / rate) if rate > 0 else base
 
     def _pump_ended(self, task: asyncio.Task[None]) -> None:
         # A done callback: runs even for a pump cancelled before it started.
