@@ -2,7 +2,13 @@
 
 decision (policy node, and the re-check of a confirm) → card shown (confirmations.py) →
 answer (ChatService) → execution (tools node) or why it did not run → one row each in
-`audit_rows`, hash-chained at insert time under one advisory lock (`store.py`, hashes in
-`chain.py`); the joined record per call is the `audit_records` view (`records.py`, served by
-GET /api/agent/audit); `export.py` writes JSON Lines and verifies a file or the database.
+`audit_rows`, hash-chained at insert time under one advisory lock, the joined record per call
+the `audit_records` view (migration 9).
+
+- `chain.py`: canonical JSON, the sidecar's argument digest, a row's hash, the link check
+- `store.py`: the SQL: append under the lock, the retention cut, reads in chain order
+- `trail.py`: what each site appends, in the domain's words (`AuditTrail`)
+- `records.py`: the records GET /api/agent/audit pages, visibility in the SQL
+- `export.py`: JSON Lines export, verify a file or the database
+- `retention.py`: the retention the sweeper applies (and `agentchat audit prune`)
 """
