@@ -97,6 +97,7 @@ def test_the_library_in_a_host_app(panel_stack: Stack, tmp_path: Path) -> None:
           HOST_PORT=str(free_port()))
 
 
+@pytest.mark.timeout(600)
 def test_every_ux_row_of_002(panel_stack: Stack, stub: Service, tmp_path: Path) -> None:
     shots = tmp_path / "screenshots"
     _node(panel_stack, "panel.test.mjs", shots, 420, STUB_URL=stub.url)
