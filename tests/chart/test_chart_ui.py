@@ -63,12 +63,12 @@ def test_production_page_has_its_own_ingress_behind_the_auth_proxy() -> None:
 
 
 def test_production_refuses_the_page_without_a_host_of_its_own() -> None:
-    with pytest.raises(HelmError, match="ui.ingress.host"):
+    with pytest.raises(HelmError, match=r"ui\.ingress\.host"):
         render(sets={**PROD, "ui.enabled": True})
 
 
 def test_a_page_host_without_the_page_is_refused() -> None:
-    with pytest.raises(HelmError, match="ui.enabled is false"):
+    with pytest.raises(HelmError, match=r"ui\.enabled is false"):
         render(sets={**PROD, "ui.ingress.host": "agentchat.example.com"})
 
 
