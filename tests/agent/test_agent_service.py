@@ -57,7 +57,7 @@ def test_health_keys_and_model_status(stack: Stack) -> None:
     assert submit(stack, "alice", "привет")[-1]["metadata"]["message_id"]
     metrics = httpx.get(base + "/metrics").text
     completed = [line for line in metrics.splitlines()
-                 if line.startswith('agentchat_turns_total{status="completed"}')]
+                 if line.startswith('agentchat_turns_total{error_code="",status="completed"}')]
     assert completed and float(completed[0].split()[-1]) >= 1
     assert 'agentchat_events_total{type="stream_token"}' in metrics
 
