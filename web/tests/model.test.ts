@@ -427,6 +427,17 @@ describe("loading_history", () => {
     expect(transport.payloads).toHaveLength(0); // a history retry is not a chat retry
   });
 
+  it("a history that never answers ends in the error card after 30 s, not in skeletons forever", async () => {
+    rest.historyPage = () => new Promise(() => undefined);
+    await started();
+    void model.openConversation("c1");
+    await settle(29_000);
+    expect(model.state).toBe("loading_history");
+    await settle(1_500);
+    expect(model.state).toBe("error");
+    expect(model.error).toMatchObject({ kind: "history", retryable: true });
+  });
+
   it("a card still pending in history reopens awaiting_confirmation", async () => {
     const r = (await fixture("rest")) as unknown as { pendingHistory: { body: { items: { confirmations: { status: string; card: { expires_at: string } }[] }[] } } };
     const pending = r.pendingHistory.body.items.flatMap((m) => m.confirmations).find((c) => c.status === "pending")!;

@@ -262,9 +262,9 @@ export class ChatModel {
     this.state = "loading_history";
     let active: Active | null = null;
     try {
-      const page = await this.#o.rest.history(conversationId);
+      const page = await deadline(this.#o.rest.history(conversationId), 3 * HANG_MS);
       if (this.conversationId !== conversationId) return; // another was opened meanwhile
-      active = await this.#o.rest.active(conversationId).catch(() => null);
+      active = await deadline(this.#o.rest.active(conversationId), HANG_MS).catch(() => null);
       this.items = fromHistory(page.items, Date.now(), this.#o.armS * 1000);
     } catch (e) {
       if (this.conversationId !== conversationId) return;
@@ -273,7 +273,7 @@ export class ChatModel {
         this.#disconnected();
         return;
       }
-      const detail = e instanceof RestError ? e.detail || e.code : String(e);
+      const detail = e instanceof RestError ? e.detail || e.code : e instanceof Error ? e.message : String(e);
       this.error = { kind: "history", code: e instanceof RestError ? e.code : "INTERNAL",
                      text: this.words.historyFailed(detail), retryable: true };
       this.state = "error";
