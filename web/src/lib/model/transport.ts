@@ -32,11 +32,19 @@ export function createGradioTransport(opts: GradioOptions): Transport {
   const doFetch = opts.fetch ?? ((input, init) => fetch(input, init));
   let client: Client | null = null;
   let connectedWith: string | null = null;
+  let generation = 0;
 
   async function connect(): Promise<{ examples: string[] }> {
+    const mine = ++generation;
     const token = await opts.getToken();
     const headers: Record<string, string> = token ? { Authorization: `Bearer ${token}` } : {};
     const next = await Client.connect(base, { headers, events: ["data", "status"] });
+    if (mine !== generation) {
+      // A later connect started meanwhile (the model gave this one up): never let a late
+      // answer replace, and close, the client a newer submit is streaming on.
+      next.close();
+      throw new Error("superseded by a newer connect");
+    }
     client?.close();
     client = next;
     connectedWith = token;
