@@ -29,9 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gradio_client import Client
-
-from agent_turn import PROMPT, measure
+from agent_turn import PROMPT, agent_text, measure
 from agentchat.db import migrate_url
 from common import run_client, scratch_database
 from policy_load import (
@@ -44,19 +42,6 @@ from policy_load import (
 )
 from testkit.otlp import OtlpReceiver
 from testkit.stack import Stack, running_stack
-
-
-def agent_text(stack: Stack, prompt: str) -> str:
-    """The answer the agent streams for this prompt (also a warm-up turn); the turn must have
-    made its tool call. (agent_turn.py's own check looks for the tool's machine name in the
-    answer, which now names the tool by its title.)"""
-    client = Client(stack.gradio_url, headers={"Authorization": f"Bearer {stack.token('alice')}"},
-                    verbose=False)
-    events = list(client.submit(prompt, api_name="/chat"))
-    kinds = [e.get("metadata", {}).get("type") for e in events]
-    assert "tool_end" in kinds, f"the turn made no tool call: {kinds}"
-    assert events[-1].get("metadata", {}).get("message_id"), f"no final answer: {kinds}"
-    return str(events[-1]["content"])
 
 
 @contextlib.contextmanager
