@@ -40,7 +40,8 @@ def main() -> None:
             timeouts = catalog_with_timeouts(Path(tmp), {"superset_explore_database": 1})
             timing = s.start_agent(AGENTCHAT_CATALOG_PATH=str(timeouts))
             env = {**s.node_env(), "SLOW_URL": slow.url, "DEAD_URL": dead.url,
-                   "SHORT_URL": short.url, "TIMEOUT_URL": timing.url, "OUT": str(HERE.parent / "fixtures")}
+                   "SHORT_URL": short.url, "TIMEOUT_URL": timing.url,
+                   "OUT": str(HERE.parent / "fixtures")}
             subprocess.run(["node", "record.mjs"], cwd=HERE, env=env, check=True, timeout=600)
     finally:
         drop_database(server, url)

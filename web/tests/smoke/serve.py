@@ -44,7 +44,8 @@ def app_for(stack, agent_url: str) -> Starlette:  # type: ignore[no-untyped-def]
         return JSONResponse({"token": stack.token(user)})
 
     async def proxy(request: Request) -> StreamingResponse:
-        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}  # Host kept: Gradio derives its root URL from it
+        # Host kept: Gradio derives its root URL from it.
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
         req = client.build_request(request.method, request.url.path, params=request.query_params,
                                    headers=headers, content=await request.body())
         resp = await client.send(req, stream=True)
