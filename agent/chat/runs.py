@@ -127,11 +127,13 @@ class Run:
             changed = self._changed
             if cursor < self.first_seq - 1:
                 raise join_expired()
-            start = cursor - self.first_seq + 1
-            # Built before the first yield: a trim while the reader is away moves indices.
-            batch = [self.sent(i) for i in range(start, len(self.events))]
-            for message in batch:
-                cursor = message["metadata"]["seq"]
+            # One event at a time, by seq (a trim while the reader is away moves indices):
+            # each is built with its answer only when it is sent.
+            while cursor < self.last_seq:
+                if cursor < self.first_seq - 1:
+                    raise join_expired()
+                message = self.sent(cursor + 1 - self.first_seq)
+                cursor += 1
                 yield message
                 if event_type(message) in TERMINAL:
                     return
