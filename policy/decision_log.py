@@ -10,7 +10,6 @@ only ever a catalog environment's name, else null), the tool and the context.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import threading
 from datetime import UTC, datetime
@@ -19,16 +18,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from agentchat.digest import args_digest
+
 from .engine import Decision
-
-
-def args_digest(arguments: dict[str, Any]) -> str:
-    """sha256 of the arguments as canonical JSON (sorted keys): equal calls, equal digests."""
-    try:
-        raw = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # never fails a decision over logging
-        raw = repr(sorted(arguments.items())).encode()
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 class DecisionLog:

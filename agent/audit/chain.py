@@ -3,9 +3,9 @@ a sequence of rows against its anchor.
 
 One canonical form for everything: orjson with sorted keys (UTF-8, no spaces), the encoding
 the sidecar's decision log digests arguments with, so `args_hash` here equals the decision
-log's `args_digest` for the same call (`args_digest` is the sidecar's own function, not a
-copy). A row's hash is `sha256(prev_hash "\\n" canonical(row without its hash))`: editing any
-field changes it, deleting a row breaks the next row's `prev_hash` and the `seq` sequence.
+log's `args_digest` for the same call (both use `agentchat.digest`). A row's hash is
+`sha256(prev_hash "\\n" canonical(row without its hash))`: editing any field
+changes it, deleting a row breaks the next row's `prev_hash` and the `seq` sequence.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from agentchat.policy.decision_log import args_digest
+from agentchat.digest import args_digest
 
 __all__ = ["GENESIS", "Break", "args_digest", "canonical", "check_rows", "hashed_fields",
            "row_hash", "timestamp"]
