@@ -84,6 +84,9 @@ describe("URLs and the tab id", () => {
       agent: "https://h/api/agent", gradio: "https://h/api/agent/gradio", assistant: "https://h/api/assistant" });
     expect(urls("/x", "/g/", "/r").gradio).toBe("/g");
     expect(urls("/x").assistant).toBe("/x/assistant");
+    // a relative base is resolved against the page: @gradio/client needs an absolute URL
+    expect(urls("/api/agent", undefined, undefined, "https://h/app/page")).toEqual({
+      agent: "https://h/api/agent", gradio: "https://h/api/agent/gradio", assistant: "https://h/api/assistant" });
   });
 
   it("one tab id per tab, kept in sessionStorage, valid for the server", () => {

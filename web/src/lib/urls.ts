@@ -7,12 +7,25 @@ export interface Urls {
   assistant: string;
 }
 
-export function urls(baseUrl: string, gradioUrl?: string, assistantUrl?: string): Urls {
-  const agent = baseUrl.replace(/\/+$/, "");
+/** An absolute URL without trailing slashes: @gradio/client cannot connect to a path alone,
+ * so a relative base ("/api/agent") is resolved against the page (`here`). */
+function absolute(url: string, here: string | undefined): string {
+  let out = url;
+  try {
+    out = new URL(url, here).href;
+  } catch {
+    // no page to resolve against (tests, SSR): keep what the host gave
+  }
+  return out.replace(/\/+$/, "");
+}
+
+export function urls(baseUrl: string, gradioUrl?: string, assistantUrl?: string,
+                     here: string | undefined = typeof location === "undefined" ? undefined : location.href): Urls {
+  const agent = absolute(baseUrl, here);
   return {
     agent,
-    gradio: (gradioUrl ?? `${agent}/gradio`).replace(/\/+$/, ""),
-    assistant: (assistantUrl ?? (/\/agent$/.test(agent) ? agent.replace(/\/agent$/, "/assistant") : `${agent}/assistant`)).replace(/\/+$/, ""),
+    gradio: absolute(gradioUrl ?? `${agent}/gradio`, here),
+    assistant: absolute(assistantUrl ?? (/\/agent$/.test(agent) ? agent.replace(/\/agent$/, "/assistant") : `${agent}/assistant`), here),
   };
 }
 
