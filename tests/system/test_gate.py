@@ -34,7 +34,7 @@ def agent(stack: Stack, model: Service) -> Iterator[Service]:
     svc = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
                             AGENTCHAT_LLM_BASE_URL=model.url + "/v1",
                             AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_TIMEOUT_S="10",
-                            AGENTCHAT_SELECTION_EMBEDDINGS="none")
+                            AGENTCHAT_AGENT_SELECTION_EMBEDDINGS="none")
     yield svc
     svc.stop()
 
