@@ -8,43 +8,23 @@ kept in the test's tmp dir (printed at the end).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from testkit.browser import require_browser
 from testkit.stack import Stack
 from testkit.support import ROOT
 
 JS = ROOT / "tests" / "js"
-CHROMIUM = Path(os.environ.get("AGENTCHAT_CHROMIUM", "/usr/bin/chromium"))
-
-
-def _browser_problem() -> str | None:
-    """Why the page test cannot run here, or None when Chromium starts."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        return f"no browser at {CHROMIUM} (run `make browser`: Debian's chromium, needs root)"
-    try:
-        done = subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--version"],
-                              capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{CHROMIUM} does not start: {e}"
-    if done.returncode != 0:
-        return f"{CHROMIUM} --version failed: {done.stderr.strip()[-500:]}"
-    return None
 
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
     """Checked before the stack starts, so a machine without a browser skips at once."""
-    problem = _browser_problem()
-    if problem:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true needs the browser for the built-in page test: {problem}")
-        pytest.skip(problem)
-    return CHROMIUM
+    return require_browser("the built-in page test")
 
 
 def test_builtin_page(chromium: Path, stack: Stack, tmp_path: Path) -> None:
