@@ -49,7 +49,7 @@ from opentelemetry import trace
 from typing_extensions import TypedDict
 
 from agentchat.agent.audit.store import Entry
-from agentchat.agent.audit.trail import AuditTrail, decision_detail
+from agentchat.agent.audit.trail import AuditTrail, CallRef, cut_text, decision_detail
 from agentchat.agent.graph.model import stream_reply
 from agentchat.agent.graph.names import known_names, names_for_call
 from agentchat.agent.graph.offline.planner import context_message
@@ -275,28 +275,24 @@ class Nodes:
     def _audit_decision(self, ctx: TurnRuntime, call: Any, d: dict[str, Any],
                         untrusted: bool) -> list[Entry]:
         """The decision row of an audited call (a refused one: why it does not run)."""
-        audit = self.deps.audit
-        if audit is None or not audit.audited(call["name"]):
+        ref = self._audit_ref(ctx, call)
+        if ref is None:
             return []
-        ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
-                        call_id=call["id"] or "", tool=call["name"], args=call["args"])
         out = []
         if d.get("decision_id"):  # the sidecar answered (a refusal of its own included)
             out.append(ref.entry("decision", decision_detail(d, kind="check",
                                                              untrusted=untrusted)))
         if d.get("decision") == REFUSED:
             out.append(ref.entry("not_run", {"reason": "refused",
-                                             "detail": str(d.get("detail"))[:500]}, once=True))
+                                             "detail": cut_text(d.get("detail"))}, once=True))
         return out
 
     def _audit_not_run(self, ctx: TurnRuntime, call: Any, reason: str,
                        detail: str) -> list[Entry]:
-        audit = self.deps.audit
-        if audit is None or not audit.audited(call["name"]):
+        ref = self._audit_ref(ctx, call)
+        if ref is None:
             return []
-        ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
-                        call_id=call["id"] or "", tool=call["name"], args=call["args"])
-        return [ref.entry("not_run", {"reason": reason, "detail": detail[:500]}, once=True)]
+        return [ref.entry("not_run", {"reason": reason, "detail": cut_text(detail)}, once=True)]
 
     async def _gate_call(self, call: Any, offered: set[str], ctx: TurnRuntime,
                          state: AgentState) -> dict[str, Any]:
@@ -349,18 +345,16 @@ class Nodes:
 
     async def _audit_refusals(self, ctx: TurnRuntime, ai: AIMessage,
                               verdicts: _Verdicts) -> None:
-        audit = self.deps.audit
-        if audit is None:
+        if self.deps.audit is None:
             return
         entries = []
         for call in ai.tool_calls:
             reason = verdicts.reasons.get(call["id"] or "")
-            if reason is not None and audit.audited(call["name"]):
-                ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
-                                call_id=call["id"] or "", tool=call["name"], args=call["args"])
+            ref = self._audit_ref(ctx, call) if reason is not None else None
+            if reason is not None and ref is not None:
                 entries.append(ref.entry("not_run", {"reason": reason[0],
                                                      "detail": reason[1]}, once=True))
-        await audit.append(entries)
+        await self.deps.audit.append(entries)
 
     async def tools(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["model", "__end__"]]:
@@ -396,7 +390,7 @@ class Nodes:
                 "idempotency_key": keys.get(call_id), "decision_id": decision_id,
                 "outcome": outcome.status, "replayed": outcome.replayed,
                 "attempts": outcome.attempts, "duration_ms": outcome.duration_ms,
-                "error": None if outcome.error is None else outcome.error[:500]})
+                "error": cut_text(outcome.error)})
             results.append(ToolMessage(content=outcome.message_text(), tool_call_id=call_id,
                                        name=call["name"],
                                        status="success" if outcome.status == "ok" else "error"))
@@ -414,11 +408,17 @@ class Nodes:
                      detail: dict[str, Any]) -> None:
         """One row for an audited call, right after what it records (an execution is on the
         chain before the model sees its result)."""
+        ref = self._audit_ref(ctx, call)
+        if ref is not None and self.deps.audit is not None:
+            await self.deps.audit.append([ref.entry(stage, detail)])
+
+    def _audit_ref(self, ctx: TurnRuntime, call: Any) -> CallRef | None:
+        """The columns of an audited call's rows; None when the call is not audited."""
         audit = self.deps.audit
-        if audit is not None and audit.audited(call["name"]):
-            ref = audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
-                            call_id=call["id"] or "", tool=call["name"], args=call["args"])
-            await audit.append([ref.entry(stage, detail)])
+        if audit is None or not audit.audited(call["name"]):
+            return None
+        return audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
+                         call_id=call["id"] or "", tool=call["name"], args=call["args"])
 
 
 def start(state: AgentState, runtime: Runtime[TurnRuntime]) -> str:
