@@ -23,7 +23,7 @@ from agentchat.agent.storage.db import STORAGE_ERRORS
 from agentchat.agent.wiring import ServiceHolder, build_services
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import bearer
-from agentchat.telemetry import instrument_app, setup_telemetry
+from agentchat.telemetry import fastapi_telemetry, setup_telemetry
 
 log = logging.getLogger("agentchat.agent")
 
@@ -42,7 +42,10 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
         finally:
             await holder.services.aclose()
 
-    app = FastAPI(title="AgentChat agent", version="0.1.0", lifespan=lifespan)
+    # FastAPI's own server span (fastapi_telemetry) wraps every middleware, so it covers the
+    # limits too, and continues the caller's trace.
+    app = FastAPI(title="AgentChat agent", version="0.1.0", lifespan=lifespan,
+                  telemetry=fastapi_telemetry())
     app.state.holder = holder
     app.include_router(api_router)
 
@@ -63,8 +66,6 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     # anything buffers it. Gradio's upload route is exempt (its own per-file max_file_size).
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        exempt=gradio_upload_paths(settings.mount_path))
-    # Outermost of all: the server span covers the limits too, and continues the caller's trace.
-    instrument_app(mounted)
     return mounted
 
 

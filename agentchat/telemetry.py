@@ -1,7 +1,7 @@
 """OpenTelemetry for every component: one setup, off by default, set only by `OTEL_*`.
 
     setup_telemetry("agentchat-agent")   # at the entry point, before the app is built
-    instrument_app(app)                  # each FastAPI app (a no-op while tracing is off)
+    FastAPI(..., telemetry=fastapi_telemetry())   # each app: FastAPI's own server spans
 
 Tracing is on when `OTEL_TRACES_EXPORTER` names an exporter (`otlp`, `console`) or an OTLP
 endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), and
@@ -13,20 +13,29 @@ itself (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, 
 `OTEL_EXPORTER_OTLP_*` headers and timeouts). Off, nothing is instrumented: the API's no-op
 tracer is all the code meets.
 
+Server spans are FastAPI's own OpenTelemetry support (FastAPI >= 0.162, `FastAPI(telemetry=)`):
+one span per request, continuing the caller's W3C `traceparent`, with no spans per ASGI message
+and no header capture. It costs the sidecar about half of what opentelemetry-instrumentation-
+fastapi's ASGI middleware did per request (bench/README.md, issue 20). Its operation spans
+(dependencies, endpoint, serialization), its HTTP metrics and its logs stay off: Prometheus has
+the metrics, and the turn's own spans say more than FastAPI's operations.
+
 What spans may hold: the instrumentation libraries record methods, routes, URLs, status codes
 and SQL statements (psycopg: the statement text with its placeholders, never the parameters;
-`capture_parameters` stays off). Headers are recorded only when a deployer asks for them
-(`OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_*`), and the headers that carry tokens are always
-in the sanitize list, so their values become `[REDACTED]`. Bodies are never recorded.
+`capture_parameters` stays off). Headers are recorded only on outgoing calls (httpx) and only
+when a deployer asks for them (`OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_*`), and the
+headers that carry tokens are always in the sanitize list, so their values become
+`[REDACTED]`. Bodies are never recorded.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
+from fastapi.telemetry import TelemetryConfig
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
@@ -36,7 +45,7 @@ log = logging.getLogger("agentchat.telemetry")
 
 EXPORTERS = ("otlp", "console", "none")
 # Health and scrape routes are polled every few seconds: spans of them are noise.
-EXCLUDED_URLS = "/livez,/readyz,/healthz,/metrics"
+EXCLUDED_ROUTES = frozenset({"livez", "readyz", "healthz", "metrics"})
 # Headers whose values are credentials; OTel's sanitize list takes regexes, case-insensitive.
 SECRET_HEADERS = ("authorization", "x-user-jwt", "cookie", "set-cookie", "proxy-authorization",
                   "x-api-key", ".*token.*", ".*secret.*")
@@ -156,17 +165,20 @@ class _ClientsInTraces(Sampler):
         return f"ClientsInTraces{{{self._base.get_description()}}}"
 
 
-def instrument_app(app: Any) -> None:
-    """Server spans for a FastAPI app, continuing the caller's W3C `traceparent`."""
-    if _state["provider"] is None or "fastapi" in disabled_instrumentations():
-        return
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+def fastapi_telemetry() -> TelemetryConfig:
+    """`FastAPI(telemetry=...)` for every app: a server span per request while tracing is on
+    (and `fastapi` is not in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS), nothing otherwise. Build
+    the app after setup_telemetry(). A mounted FastAPI app (Gradio's) sees the outer app's
+    request telemetry in the scope and adds none of its own."""
+    provider = _state["provider"]
+    on = provider is not None and "fastapi" not in disabled_instrumentations()
+    return {"tracing": on, "tracer_provider": provider if on else None, "metrics": False,
+            "logs": False, "operation_spans": False, "auto_configure": False,
+            "exclude": _excluded}
 
-    # No spans per ASGI receive/send message: a stream would make one per event.
-    FastAPIInstrumentor.instrument_app(
-        app, tracer_provider=_state["provider"], excluded_urls=EXCLUDED_URLS,
-        http_capture_headers_sanitize_fields=_sanitize_fields(),
-        exclude_spans=["receive", "send"])
+
+def _excluded(scope: MutableMapping[str, Any]) -> bool:
+    return str(scope.get("path", "")).rstrip("/").rsplit("/", 1)[-1] in EXCLUDED_ROUTES
 
 
 def shutdown() -> None:

@@ -53,7 +53,9 @@ def test_grpc_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_off_by_default_sets_nothing_up() -> None:
     assert telemetry.setup_telemetry("agentchat-test") is False
     assert not telemetry.enabled()
-    telemetry.instrument_app(object())  # a no-op while off: never touches the app
+    config = telemetry.fastapi_telemetry()  # FastAPI's own spans stay off with it
+    assert config["tracing"] is False and config["tracer_provider"] is None
+    assert not config["metrics"] and not config["logs"]
 
 
 def test_token_headers_are_always_sanitized(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,9 +2,10 @@
 
 One turn with a tool call (the prefetch of dashboard 42) and a card (its deploy to prod) is
 one trace: the turn's root span, the graph's and the tools' spans, the httpx client spans, and
-the sidecar's server spans continuing the agent's `traceparent` with a decision span each.
-Both processes capture every request header (`.*`), so the test also proves that the token
-headers are sanitized, and no span attribute anywhere holds a token or the message text.
+the sidecar's server spans continuing the agent's `traceparent`, each carrying its decision.
+Both processes capture every request header (`.*`; only outgoing calls record headers), so the
+test also proves that the token headers are sanitized, and no span attribute anywhere holds a
+token or the message text.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def turn_trace(traced: Stack, receiver: OtlpReceiver) -> list[dict[str, Any]]:
             return None
         trace = [s for s in spans if s["trace_id"] == roots[-1]["trace_id"]]
         # Both processes flush every 200 ms: wait until the sidecar's decisions are in.
-        decided = [s for s in trace if s["name"] == "agentchat.policy.decide"]
+        decided = [s for s in trace if "agentchat.decision_id" in s["attributes"]
+                   and s["service"] == "agentchat-policy"]
         return trace if len(decided) >= 2 else None
 
     trace = receiver.wait_for(trace_of_turn, timeout=20)
@@ -88,10 +90,10 @@ def test_one_turn_is_one_trace_across_agent_and_sidecar(turn_trace: list[dict[st
         assert parent["scope"] == "opentelemetry.instrumentation.httpx"
         assert str(parent["attributes"].get("http.url", "")).endswith("/v1/check")
 
-    decisions = {s["attributes"]["agentchat.tool"]: s for s in turn_trace
-                 if s["name"] == "agentchat.policy.decide"}
+    # Each check's server span carries its decision (FastAPI's span: one per decision).
+    decisions = {s["attributes"]["agentchat.tool"]: s for s in checks}
     deploy = decisions["deploy_dashboard"]
-    assert by_id[deploy["parent_id"]] in checks
+    assert deploy["scope"] == "fastapi", deploy["scope"]
     assert deploy["attributes"]["agentchat.decision"] == "allow_with_confirmation"
     assert deploy["attributes"]["agentchat.environment"] == "prod"
     assert re.fullmatch(r"[0-9a-f]{32}", deploy["attributes"]["agentchat.decision_id"])
@@ -106,6 +108,33 @@ def test_one_turn_is_one_trace_across_agent_and_sidecar(turn_trace: list[dict[st
     assert {"agentchat.card", "agentchat.tool"} <= names, sorted(names)
     # The database work of the turn is traced too (psycopg: statements).
     assert any(s["scope"] == "opentelemetry.instrumentation.psycopg" for s in turn_trace)
+
+
+def test_a_batch_gives_one_decision_event_per_check(traced: Stack,
+                                                   receiver: OtlpReceiver) -> None:
+    trace_id = f"{0xA9E17C4A7:032x}"  # a sampled parent the test made up, as the agent sends
+    checks = [{"request_id": f"batch-{i}", "environment": "ss-dev", "tool": tool,
+               "arguments": args} for i, (tool, args) in enumerate((
+                   ("search_dashboards", {"query": "sales", "env_id": "ss-dev"}),
+                   ("refresh_dataset", {"dataset_id": 7, "env_id": "ss-dev"})))]
+    assert traced.policy is not None
+    resp = httpx.post(traced.policy.url + "/v1/checks", json={"checks": checks}, headers={
+        "Authorization": f"Bearer {traced.service_token()}",
+        "X-User-JWT": traced.token("alice"),
+        "traceparent": f"00-{trace_id}-{0xB47C4:016x}-01"}, timeout=10)
+    assert resp.status_code == 200, resp.text
+    answered = {r["decision_id"] for r in resp.json()["results"]}
+
+    def server_span(spans: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next((s for s in spans if s["trace_id"] == trace_id and s["kind"] == SERVER),
+                    None)
+
+    span = receiver.wait_for(server_span, timeout=20)
+    assert span is not None and span["attributes"].get("http.route") == "/v1/checks", span
+    events = [e for e in span["events"] if e["name"] == "agentchat.policy.decision"]
+    assert [e["attributes"]["agentchat.tool"] for e in events] == [
+        "search_dashboards", "refresh_dataset"]
+    assert {e["attributes"]["agentchat.decision_id"] for e in events} == answered
 
 
 def _strings(value: Any) -> Iterator[str]:
