@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -61,7 +62,8 @@ class Gateway:
             key = request.headers.get("idempotency-key") or None
             # Recorded as sent (cut): it joins the agent's trail, it grants nothing here.
             decision_id = (request.headers.get("x-decision-id") or "")[:128] or None
-            audit = _Auditor(self.audit, caller, tool, key, decision_id)
+            audit = _Auditor(self.audit, caller, tool, key, decision_id,
+                             trace_of(request.headers.get("traceparent")))
             try:
                 args = await reader.read(request)
             except ArgumentsError as e:
@@ -144,15 +146,28 @@ class Gateway:
         return JSONResponse(body, status_code=status)
 
 
+# W3C Trace Context, version 00: version-trace_id-parent_id-flags, lowercase hex.
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def trace_of(traceparent: str | None) -> str | None:
+    """The trace id of a valid `traceparent` (not all zeros), else None: only that is kept."""
+    match = _TRACEPARENT.fullmatch((traceparent or "").strip())
+    if match is None or match.group(1) == "0" * 32:
+        return None
+    return match.group(1)
+
+
 class _Auditor:
     """Writes the one audit record of a request, with its caller and key filled in."""
 
     def __init__(self, log_: AuditLog, caller: Caller, tool: Tool, key: str | None,
-                 decision_id: str | None = None) -> None:
+                 decision_id: str | None = None, trace_id: str | None = None) -> None:
         self.log, self.caller, self.tool, self.key = log_, caller, tool, key
-        self.decision_id = decision_id
+        self.decision_id, self.trace_id = decision_id, trace_id
 
     def __call__(self, args: dict[str, Any], env: str | None, outcome: str) -> None:
         self.log.record(service_actor=self.caller.service.sub, user_actor=self.caller.user.sub,
                         operation=self.tool.name, env=env, args=args, outcome=outcome,
-                        idempotency_key=self.key, decision_id=self.decision_id)
+                        idempotency_key=self.key, decision_id=self.decision_id,
+                        trace_id=self.trace_id)

@@ -110,6 +110,15 @@ def test_one_turn_is_one_trace_across_agent_and_sidecar(turn_trace: list[dict[st
     assert any(s["scope"] == "opentelemetry.instrumentation.psycopg" for s in turn_trace)
 
 
+def test_ss_tools_gets_the_turns_traceparent(turn_trace: list[dict[str, Any]],
+                                             traced: Stack) -> None:
+    # The sandbox keeps the trace id of the `traceparent` each call carried (docs §7): the
+    # turn's prefetch of dashboard 42 reached ss-tools inside the turn's trace.
+    turn = next(s for s in turn_trace if s["name"] == "agentchat.turn")
+    records = traced.audit(operation="get_dashboard")
+    assert records and records[-1]["trace_id"] == turn["trace_id"], records[-1:]
+
+
 def test_a_batch_gives_one_decision_event_per_check(traced: Stack,
                                                    receiver: OtlpReceiver) -> None:
     trace_id = f"{0xA9E17C4A7:032x}"  # a sampled parent the test made up, as the agent sends

@@ -271,3 +271,22 @@ def test_probes(api: SandboxClient) -> None:
     assert api.http.get("/livez").status_code == 200
     ready = api.http.get("/readyz")
     assert ready.status_code == 200 and ready.json()["tools"] == len(CATALOG.tools)
+
+
+@pytest.mark.parametrize("traceparent, kept", [
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+     "4bf92f3577b34da6a3ce929d0e0e4736"),
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+     "4bf92f3577b34da6a3ce929d0e0e4736"),
+    (None, None),
+    ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", None),  # invalid by the spec
+    ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", None),  # upper case
+    ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'; DROP", None),
+    ("x" * 5000, None),
+])
+def test_the_audit_keeps_only_a_valid_traceparents_trace_id(
+        api: SandboxClient, traceparent: str | None, kept: str | None) -> None:
+    headers = {"traceparent": traceparent} if traceparent is not None else {}
+    resp = call_tool(api, tool("get_dashboard"), {"dashboard_id": 42}, headers=headers)
+    assert resp.status_code == 200, resp.text
+    assert api.audit(operation="get_dashboard")[-1]["trace_id"] == kept
