@@ -21,9 +21,15 @@ Starlette, LangGraph, LangChain, psycopg, our chat/graph/storage code, …) and 
 functions. `--tracemalloc` is a separate run (tracemalloc slows the agent severalfold): the agent
 starts with bench/memprobe on its PYTHONPATH, and snapshots taken idle and with 50, 100 and 200
 live streams are diffed against the idle one, per live conversation, by file and by line.
+`--profile-start` samples both processes only while the turns start: from the submits until
+half (the TTFT p50; `--profile-start all`: every one) of the streams have their first token
+(the client marks both on its stderr), and prints the CPU per turn start by step (token
+check, conversation and lease SQL, tool selection, turn rows, the graph run, Gradio's queue
+outside a turn, …) and by layer.
 
     TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test \\
-        .venv/bin/python bench/agent_scale.py [--conversations 200] [--words 200] [--profile]
+        .venv/bin/python bench/agent_scale.py [--conversations 200] [--words 200] \\
+        [--profile | --profile-start [half|all]]
     .venv/bin/python bench/agent_scale.py --tracemalloc [--stages 50,100,200]
 """
 
@@ -117,37 +123,180 @@ def profile_layers(raw: Path) -> dict[str, Any]:
     return {"samples": total, "layers_pct": share, "top_functions_pct": top, "raw": str(raw)}
 
 
+# The steps of a turn's start (--profile-start), by the function on the stack: the innermost
+# match names the step. Samples with none of them go by layer (Gradio's queue, HTTP, ...).
+START_STEPS = [
+    ("parse_request", "/agent/chat/inputs.py", "request parsing"),
+    ("authenticate", "/agent/chat/service.py", "token check"),
+    ("admit", "/agent/chat/", "admission (limits, cap)"),
+    ("open_conversation", "/agent/chat/service.py", "conversation SQL"),
+    ("take_lease", "/agent/chat/service.py", "lease SQL"),
+    ("_deny_pending", "/agent/chat/service.py", "pending-card check"),
+    ("_close_orphan", "/agent/chat/service.py", "orphan check"),
+    ("choose", "/agent/selection/turn_tools.py", "tool selection"),
+    ("_runtime", "/agent/chat/service.py", "tool selection"),
+    ("start_turn", "/agent/storage/turns.py", "turn rows"),
+    ("add_message", "/agent/storage/turns.py", "turn rows"),
+    ("set_title_if_empty", "/agent/storage/conversations.py", "turn rows"),
+    ("_new_turn", "/agent/chat/service.py", "new turn (other)"),
+    ("submit", "/agent/chat/service.py", "new turn (other)"),
+    ("_heartbeat", "/agent/chat/turns.py", "lease heartbeat"),
+    ("_run", "/agent/chat/turns.py", "graph run (checkpoints, nodes, model)"),
+    ("pump", "/agent/chat/runs.py", "run pump (coalescing)"),
+    ("_write_loop", "/agent/chat/runs.py", "run writer (run_events)"),
+    ("follow", "/agent/chat/runs.py", "run follower (events out)"),
+    ("run_chat", "/agent/chat/stream.py", "run_chat (other)"),
+    ("respond", "bare_chat.py", "bare handler"),
+]
+
+
+def profile_steps(raw: Path, rate: int, turns: int) -> dict[str, Any]:
+    """py-spy's raw stacks by turn-start step (START_STEPS, else the layer), with CPU ms per
+    turn start (samples / rate / turns)."""
+    steps: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        step = None
+        for frame in reversed(frames):
+            fn, _, path = frame.rpartition(" (")
+            fn = fn.rsplit(".", 1)[-1]
+            for name, needle, label in START_STEPS:
+                if fn == name and needle in path:
+                    step = label
+                    break
+            if step:
+                break
+        if step is None:
+            step = "outside a turn: " + _stack_layer(frames)
+        steps[step] += n
+    return {"samples": total, "rate_hz": rate,
+            "steps": [{"step": k, "pct": round(100 * v / max(1, total), 1),
+                       "ms_per_turn": round(v * 1000 / rate / max(1, turns), 2)}
+                      for k, v in steps.most_common()]}
+
+
+def _stack_layer(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        _, _, path = frame.rpartition(" (")
+        got = _layer(path.rstrip(")"))
+        if got is not None:
+            return got
+    return "event loop (asyncio, selectors)"
+
+
 def profile_path(side: str) -> Path:
     """Kept after the run (the stack's temp dir is not), for a flame graph or a closer look."""
     return Path(os.environ.get("TMPDIR", "/tmp")) / f"agent-scale-{os.getpid()}-{side}.pyspy"
 
 
 class Profiler:
-    """py-spy on a process for the duration of a `with` block (sampling, not pausing it)."""
+    """py-spy on a process for the duration of a `with` block (sampling, not pausing it), or
+    until `stop()` (e.g. from the client's `all-first` mark, --profile-start)."""
 
-    def __init__(self, pid: int, out: Path, enabled: bool) -> None:
-        self.pid, self.out, self.enabled = pid, out, enabled
+    def __init__(self, pid: int, out: Path, enabled: bool, rate: int = 100) -> None:
+        self.pid, self.out, self.enabled, self.rate = pid, out, enabled, rate
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = self.stopped = 0.0
+        self.cpu_started = self.cpu_stopped = 0.0
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Profiler:
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         if self.enabled:
             self.proc = subprocess.Popen([spy, "record", "--pid", str(self.pid), "-f", "raw",
                                           "--full-filenames", "--nolineno", "--nonblocking",
-                                          "-r", "100", "-o", str(self.out)],
+                                          "-r", str(self.rate), "-o", str(self.out)],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)  # attached before the round starts
+        self.started = time.monotonic()
+        self.cpu_started = cpu_seconds(self.pid)
         return self
 
+    def stop(self) -> None:
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = time.monotonic()
+            self.cpu_stopped = cpu_seconds(self.pid)
+            if self.proc is not None:
+                self.proc.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                self.proc.wait(timeout=60)
+
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-            self.proc.wait(timeout=60)
+        self.stop()
+
+    def window(self) -> dict[str, float]:
+        """The profiled window: its length and the process's CPU in it (psutil)."""
+        return {"window_s": round(self.stopped - self.started, 2),
+                "cpu_s": round(self.cpu_stopped - self.cpu_started, 2)}
 
     def result(self) -> dict[str, Any] | None:
         if self.proc is None or not self.out.exists():
             return None
         return profile_layers(self.out)
+
+
+class StartWindow:
+    """--profile-start: py-spy on a process from the client's `connected` mark (the client
+    then waits for it to attach) until its `half-first` or `all-first` mark (half or all of
+    the streams have their first text: `until`), and the process's CPU over that window
+    from the `submit` mark."""
+
+    RATE = 250
+
+    def __init__(self, pid: int, out: Path, turns: int, until: str) -> None:
+        self.prof = Profiler(pid, out, True, rate=self.RATE)
+        self.pid, self.turns, self.until = pid, turns, until
+        self.submit_at = self.first_at = 0.0
+        self.cpu_submit = self.cpu_first = 0.0
+        self.first_ms: dict[str, float] = {}
+
+    def on_mark(self, mark: str) -> None:
+        what, _, ms = mark.partition(" ")
+        if what == "connected":
+            self.prof.__enter__()
+        elif what == "submit":
+            self.submit_at, self.cpu_submit = time.monotonic(), cpu_seconds(self.pid)
+        elif what in ("half-first", "all-first"):
+            self.first_ms[what] = float(ms)
+            if what == f"{self.until}-first":
+                self.first_at, self.cpu_first = time.monotonic(), cpu_seconds(self.pid)
+                self.prof.stop()
+
+    def result(self) -> dict[str, Any] | None:
+        self.prof.stop()  # if the mark never came
+        if not self.prof.out.exists() or not self.first_at:
+            return None
+        cpu = self.cpu_first - self.cpu_submit
+        return {"until": f"{self.until} of the first tokens",
+                "window_s": round(self.first_at - self.submit_at, 2),
+                "first_token_ms": self.first_ms, "cpu_s": round(cpu, 2),
+                "cpu_ms_per_turn_start": round(cpu * 1000 / self.turns, 2),
+                **profile_steps(self.prof.out, self.RATE, self.turns),
+                "layers": profile_layers(self.prof.out)}
+
+
+def print_start_profile(name: str, prof: dict[str, Any] | None) -> None:
+    if not prof:
+        return
+    print(f"\n{name}, turn start: {prof['window_s']} s from submit to {prof['until']}, "
+          f"{prof['cpu_s']} s CPU ({prof['cpu_ms_per_turn_start']} ms per turn), "
+          f"{prof['samples']} samples at {prof['rate_hz']} Hz (raw stacks: "
+          f"{prof['layers']['raw']})", file=sys.stderr)
+    for row in prof["steps"]:
+        print(f"  {row['pct']:5.1f}%  {row['ms_per_turn']:6.2f} ms/turn  {row['step']}",
+              file=sys.stderr)
+    print("  by layer:", file=sys.stderr)
+    for layer, pct in prof["layers"]["layers_pct"].items():
+        print(f"    {pct:5.1f}%  {layer}", file=sys.stderr)
+    for top in prof["layers"]["top_functions_pct"][:12]:
+        print(f"         {top['pct']:5.1f}%  {top['fn']}", file=sys.stderr)
 
 
 def print_profile(name: str, prof: dict[str, Any] | None, cpu_ms_per_token: float) -> None:
@@ -224,21 +373,26 @@ def model_retained_kb(words: int) -> dict[str, float]:
 
 
 def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float,
-             profile: bool) -> dict[str, Any]:
+             profile: bool, profile_start: str | None = None) -> dict[str, Any]:
     """The same streams from the bare ChatInterface, paced the same, one event per token."""
     with bare_server(tmp, token_delay_s) as bare:
         bspec = {**spec, "url": gradio_url(bare), "agent": False, "message": text,
                  "token": None}
         run_client({**bspec, "n": 10})  # warm-up
         pid = bare.proc.pid  # type: ignore[union-attr]
+        start = StartWindow(pid, profile_path("bare-start"), spec["n"],
+                                     profile_start) if profile_start else None
         with Profiler(pid, profile_path("bare"), profile) as prof:
             cpu0 = cpu_seconds(pid)
-            run = run_client(bspec)
+            run = run_client({**bspec, "mark_first": True} if start else bspec,
+                             on_mark=start.on_mark if start else None)
             cpu1 = cpu_seconds(pid)
         out = measure(run, token_delay_s)
         out["cpu_ms_per_token"] = round((cpu1 - cpu0) * 1000 / max(1, out["tokens"]), 3)
         if profile:
             out["profile"] = prof.result()
+        if start:
+            out["profile_start"] = start.result()
         return out
 
 
@@ -330,10 +484,16 @@ def main() -> int:
                         help="seconds after the streams before the 'after' RSS")
     parser.add_argument("--profile", action="store_true",
                         help="py-spy both processes during their round: CPU by layer")
+    parser.add_argument("--profile-start", nargs="?", const="half", choices=["half", "all"],
+                        help="py-spy both processes from the submits until half (the TTFT "
+                             "p50; the default) or all of the streams have their first "
+                             "token: CPU per turn start by step and by layer")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="a separate run: tracemalloc snapshots at --stages live streams")
     parser.add_argument("--stages", default="50,100,200")
     opts = parser.parse_args()
+    if opts.profile and opts.profile_start:
+        parser.error("--profile and --profile-start both attach py-spy: one at a time")
     if opts.tracemalloc:
         print(json.dumps(tracemalloc_run(opts)))
         return 0
@@ -348,10 +508,13 @@ def main() -> int:
         gc.collect()
         time.sleep(1.0)
         pid = stack.agent.proc.pid  # type: ignore[union-attr]
+        start = StartWindow(pid, profile_path("agent-start"), n, opts.profile_start) \
+            if opts.profile_start else None
         with RssSampler(pid) as rss, Profiler(pid, profile_path("agent"), opts.profile) as prof:
             before = rss.rss()
             cpu0 = cpu_seconds(pid)
-            agent_run = run_client(spec)
+            agent_run = run_client({**spec, "mark_first": True} if start else spec,
+                                   on_mark=start.on_mark if start else None)
             cpu1 = cpu_seconds(pid)
         time.sleep(opts.settle)
         after = rss.rss()
@@ -359,13 +522,18 @@ def main() -> int:
         agent["cpu_ms_per_token"] = round((cpu1 - cpu0) * 1000 / max(1, agent["tokens"]), 3)
         if opts.profile:
             agent["profile"] = prof.result()
+        if start:
+            agent["profile_start"] = start.result()
         agent["rss_mb"] = {"before": round(before / 2**20, 1), "peak": round(rss.peak / 2**20, 1),
                            "after": round(after / 2**20, 1)}
         agent["kb_per_conversation"] = {"peak": round((rss.peak - before) / 1024 / n, 1),
                                         "retained": round((after - before) / 1024 / n, 1)}
         stack.stop()  # the baseline gets the machine to itself, as the agent did
         baseline = {} if opts.no_baseline else bare_run(tmp, spec, text, opts.token_delay,
-                                                          opts.profile)
+                                                          opts.profile, opts.profile_start)
+    if opts.profile_start:
+        print_start_profile("agent", agent.get("profile_start"))
+        print_start_profile("bare ChatInterface", baseline.get("profile_start"))
     if opts.profile:
         print_profile("agent", agent.get("profile"), agent["cpu_ms_per_token"])
         print_profile("bare ChatInterface", baseline.get("profile"),

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,17 +79,42 @@ def gradio_url(service: Service) -> str:
     return service.url + "/api/agent/gradio/"
 
 
-def run_client(spec: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
-    """Run bench/js/client.mjs with this spec; returns the JSON object it prints last."""
+def run_client(spec: dict[str, Any], timeout: float = 1800,
+               on_mark: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run bench/js/client.mjs with this spec; returns the JSON object it prints last.
+    `on_mark` is called, from a reader thread and as they come, with the client's
+    `BENCH-MARK ...` stderr lines (e.g. `all-first` for a spec with `mark_first`)."""
     node = shutil.which("node")
     if node is None:
         raise RuntimeError("Node 20 is required (and `make js` for @gradio/client)")
-    out = subprocess.run([node, str(BENCH / "js" / "client.mjs")], capture_output=True,
-                         text=True, timeout=timeout,
-                         env={**os.environ, "BENCH_SPEC": json.dumps(spec)})
-    if out.returncode != 0:
-        raise RuntimeError(f"client.mjs failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    proc = subprocess.Popen([node, str(BENCH / "js" / "client.mjs")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "BENCH_SPEC": json.dumps(spec)})
+    err: list[str] = []
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("BENCH-MARK ") and on_mark is not None:
+                on_mark(line.removeprefix("BENCH-MARK ").strip())
+            else:
+                err.append(line)
+
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        stdout = proc.stdout.read()
+        proc.wait()
+    finally:
+        timer.cancel()
+    reader.join(timeout=10)
+    stderr = "".join(err)
+    if proc.returncode != 0:
+        raise RuntimeError(f"client.mjs failed:\n{stdout[-2000:]}\n{stderr[-3000:]}")
+    return dict(json.loads(stdout.strip().splitlines()[-1]))
 
 
 def percentile(values: Sequence[float], p: float) -> float:

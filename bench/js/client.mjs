@@ -44,6 +44,21 @@ function contentOf(data) {
   return { content: String(v?.content ?? ""), meta: v?.metadata ?? {} };
 }
 
+// spec.mark_first: marks on stderr for bench/agent_scale.py --profile-start: `connected` once
+// every client is connected (then `start_delay_ms` for a profiler to attach), `submit` just
+// before the first round's submits, `half-first` and `all-first` once half and all of its
+// streams have their first text (with the time since the submits, ms).
+const mark = (what) => process.stderr.write(`BENCH-MARK ${what}\n`);
+let firsts = 0;
+let submitted = 0;
+function firstSeen() {
+  if (!spec.mark_first) return;
+  firsts++;
+  const t = Math.round(now() - submitted);
+  if (firsts === Math.ceil(spec.n / 2)) mark(`half-first ${t}`);
+  if (firsts === spec.n) mark(`all-first ${t}`);
+}
+
 // One submit, read the way lib.mjs collect() does, without copying each event (the client
 // mutates one object in place, so every field is read before the next await).
 async function stream(client, payload, { agent, expect, bounds }) {
@@ -77,6 +92,7 @@ async function stream(client, payload, { agent, expect, bounds }) {
       r.types.push(kind);
       if (kind === "stream_token") {
         joined += meta.token;
+        if (r.first === null) firstSeen();
         r.first ??= t;
       } else if (kind === "final") {
         final = content;
@@ -91,6 +107,7 @@ async function stream(client, payload, { agent, expect, bounds }) {
       if (k <= tokensSeen) r.dup++;
       else if (k > tokensSeen + 1) r.lost += k - tokensSeen - 1;
       tokensSeen = Math.max(tokensSeen, k);
+      if (r.first === null) firstSeen();
       r.first ??= t;
       joined = content;
       final = content;
@@ -112,6 +129,12 @@ async function streams() {
   for (let i = 0; i < spec.n; i += 20) {
     const batch = Math.min(20, spec.n - i);
     clients.push(...(await Promise.all(Array.from({ length: batch }, connect))));
+  }
+  if (spec.mark_first) {
+    mark("connected");
+    await new Promise((resolve) => setTimeout(resolve, spec.start_delay_ms ?? 1500));
+    mark("submit");
+    submitted = now();
   }
   const rounds = [];
   for (let round = 0; round < (spec.rounds ?? 1); round++) {
