@@ -7,7 +7,8 @@
 - answer: ChatService, in the transaction that resolves the card: confirm_id, by, session,
   action, result.
 - execution: the tools node after the ss-tools call: idempotency_key, decision_id, outcome,
-  replayed, attempts, duration_ms, error.
+  replayed, attempts, duration_ms, error; outcome `cancelled` when the turn was stopped while
+  the call ran (it may have run: ss-tools' audit says, by key or decision_id).
 - not_run: why it did not run (refused, denied, permission_denied, revoked, expired,
   halted, policy_unavailable) and a detail: the confirm, tools and policy nodes, ChatService.
 

@@ -32,6 +32,7 @@ words for the actions the sidecar allowed).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -382,10 +383,20 @@ class Nodes:
                     "reason": "halted", "detail": "the ss-tools API refused an earlier call"})
                 continue
             decision_id = in_force.get(call_id) or decided.get(call_id, {}).get("decision_id")
-            outcome = await self.deps.tools.run(
-                tool_name=call["name"], call_id=call_id, args=call["args"],
-                user_jwt=ctx.user_jwt, idempotency_key=keys.get(call_id), emit=writer,
-                lang=ctx.lang, decision_id=decision_id)
+            try:
+                outcome = await self.deps.tools.run(
+                    tool_name=call["name"], call_id=call_id, args=call["args"],
+                    user_jwt=ctx.user_jwt, idempotency_key=keys.get(call_id), emit=writer,
+                    lang=ctx.lang, decision_id=decision_id)
+            except asyncio.CancelledError:
+                # Stopped while it ran: ss-tools may have executed it, so the trail says so,
+                # with the key and decision its audit is found by. Shielded: the turn's task
+                # is being cancelled, and a second cancel must not lose the row.
+                await asyncio.shield(self._audit(ctx, call, "execution", {
+                    "idempotency_key": keys.get(call_id), "decision_id": decision_id,
+                    "outcome": "cancelled", "replayed": False, "attempts": None,
+                    "duration_ms": None, "error": "the turn was stopped while the call ran"}))
+                raise
             await self._audit(ctx, call, "execution", {
                 "idempotency_key": keys.get(call_id), "decision_id": decision_id,
                 "outcome": outcome.status, "replayed": outcome.replayed,

@@ -17,6 +17,7 @@ the offline model, the `agentchat audit` command as a process.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -230,6 +231,40 @@ def test_an_uncarded_write_is_a_decision_and_an_execution(audit_stack: Stack) ->
     line = stack.audit(decision_id=got[0]["decision_id"])
     assert [(a["operation"], a["env"], a["outcome"]) for a in line] == [
         ("refresh_dataset", "ss-dev", "ok")]
+
+
+def test_a_call_stopped_while_it_runs_is_recorded_as_cancelled(audit_stack: Stack) -> None:
+    stack, alice = audit_stack, audit_stack.token("alice")
+    stack.fault(operation="refresh_dataset", delay_s=5, times=1)  # it runs until we stop it
+
+    async def stop_at_tool_start() -> Outcome:
+        async with httpx.AsyncClient() as http:
+            tab = RawChat(stack.agent.url, alice, http)
+            started = asyncio.Event()
+            box: dict[str, Outcome] = {}
+
+            def on_event(out: Outcome) -> None:
+                box["out"] = out
+                if out.of("tool_start"):
+                    started.set()
+
+            run = asyncio.create_task(tab.submit("обнови датасет 6 в ss-dev", on_event=on_event))
+            await asyncio.wait_for(started.wait(), 30)
+            await tab.cancel(box["out"])
+            await asyncio.wait_for(run, 30)
+            return box["out"]
+
+    out = asyncio.run(stop_at_tool_start())
+    deadline = time.monotonic() + 20
+    while True:  # the row is written as the stop unwinds the turn: poll, bounded
+        got = records(stack, alice, conversation_id=out.conversation_id)
+        if (got and "execution" in stages(got[0])) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [(r["tool"], stages(r)) for r in got] == [
+        ("refresh_dataset", ["decision", "execution"])], got
+    assert got[0]["outcome"] == "cancelled"
+    assert detail(got[0], "execution")["decision_id"] == got[0]["decision_id"]
 
 
 def test_the_calls_above_are_counted_in_the_metrics(audit_stack: Stack) -> None:
