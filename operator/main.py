@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 
 from agentchat.operator import constants as c
+from agentchat.operator import metrics
 from agentchat.operator.handlers.handle_prune_agentchat import handle_prune_agentchat
 from agentchat.operator.handlers.handle_rotate_agentchat import handle_rotate_agentchat
 from agentchat.operator.handlers.handle_startup_operator import (
@@ -49,3 +50,12 @@ async def prune_checkpoints(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
                             **_: Any) -> None:
     await handle_prune_agentchat(body=body, patch=patch, retry=retry, memo=memo,
                                  settings=memo["settings"], kube=memo["kube"])
+
+
+# optional: no finalizer, so a deletion never waits on the operator; a deletion missed while
+# no operator ran leaves series only until that process restarts (they are in memory).
+@kopf.on.delete(c.GROUP, c.VERSION, c.PLURAL, id="forget-metrics", optional=True,
+                labels=LABELS)
+async def forget_metrics(body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    dropped = metrics.forget(metrics.resource(body))
+    logger.info("deleted: %d metric series dropped", dropped)

@@ -58,6 +58,30 @@ NEXT_TRANSITION = Gauge("agentchat_operator_keys_next_transition_timestamp_secon
                         "(status.keys.nextTransitionAt)", ["agentchat"], registry=REGISTRY)
 
 
+# Each metric with its label names in order (remove() takes values in that order).
+SERIES = ((ROTATIONS, ("agentchat", "action")), (TOKEN_RENEWALS, ("agentchat",)),
+          (PRUNE_RUNS, ("agentchat", "result")), (PRUNED_ROWS, ("agentchat",)),
+          (PRUNED_THREADS, ("agentchat", "action")),
+          (FAILURES, ("agentchat", "task", "reason")), (LAST_SUCCESS, ("agentchat", "task")),
+          (TOKEN_EXPIRES, ("agentchat",)), (TOKEN_REFRESH, ("agentchat",)),
+          (NEXT_TRANSITION, ("agentchat",)))
+
+
+def forget(agentchat: str) -> int:
+    """Drop every series of a deleted AgentChat (`namespace/name`); how many were dropped.
+    A deleted resource's token refresh time would otherwise stay in the past and keep
+    AgentChatTokenRenewalOverdue firing for it."""
+    dropped = 0
+    for metric, names in SERIES:
+        labelsets = {tuple(sample.labels[n] for n in names)
+                     for family in metric.collect() for sample in family.samples
+                     if sample.labels.get("agentchat") == agentchat}
+        for values in labelsets:
+            metric.remove(*values)
+            dropped += 1
+    return dropped
+
+
 def resource(body: Any) -> str:
     meta = body["metadata"]
     return f"{meta['namespace']}/{meta['name']}"

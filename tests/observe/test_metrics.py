@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from agentchat.operator import constants as c
 from testkit.kube_emulator import KubeEmulator
 from testkit.monitoring import exposed, used_names
 from testkit.raw_chat import RawChat
@@ -55,7 +56,10 @@ def turned(stack: Stack) -> Stack:
 
 
 @pytest.fixture(scope="module")
-def operator_page(turned: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def operator_run(turned: Stack, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[tuple[KubeEmulator, str, str]]:
+    """The operator serving one AgentChat: (the cluster, its /metrics URL, the page once both
+    tasks have succeeded)."""
     tmp = tmp_path_factory.mktemp("operator")
     cluster = KubeEmulator(tmp).start()
     port, metrics_port = free_port(), free_port()
@@ -81,10 +85,15 @@ def operator_page(turned: Stack, tmp_path_factory: pytest.TempPathFactory) -> It
                    for t in ("keys", "prune")):
                 break
             time.sleep(0.2)
-        yield page
+        yield cluster, url, page
     finally:
         op.stop()
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def operator_page(operator_run: tuple[KubeEmulator, str, str]) -> str:
+    return operator_run[2]
 
 
 def test_every_dashboard_and_alert_series_is_served(turned: Stack, operator_page: str) -> None:
@@ -139,3 +148,18 @@ def test_no_series_carries_a_user_or_conversation_id(turned: Stack, operator_pag
             assert not ids.search(labels), line
             assert "alice" not in labels, line
 
+
+
+def test_a_deleted_agentchat_leaves_no_series(operator_run: tuple[KubeEmulator, str, str]
+                                              ) -> None:
+    """Its last timestamps would otherwise stay, and an overdue-renewal alert fire forever."""
+    cluster, url, page = operator_run
+    who = f'agentchat="{NS}/chat"'
+    assert who in page
+    cluster.delete(f"/apis/{c.GROUP}/{c.VERSION}/namespaces/{NS}/{c.PLURAL}/chat")
+    deadline = time.monotonic() + 20
+    while who in (page := _page(url)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [line for line in page.splitlines() if who in line] == []
+    # The metrics themselves stay declared (a new AgentChat would fill them again).
+    assert "# TYPE agentchat_operator_token_refresh_timestamp_seconds gauge" in page
