@@ -79,17 +79,27 @@ SELECT min(seq) AS first, max(seq) AS last FROM audit_rows
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One stage of one call, before it is placed on the chain (owner, seq, time and hashes
-    are the store's)."""
+class CallRef:
+    """The columns every row of one call carries."""
 
-    stage: str
     conversation_id: str
     turn_id: str
     call_id: str
     tool: str
     environment: str | None
     args_hash: str
+
+    def entry(self, stage: str, detail: dict[str, Any], *, once: bool = False) -> Entry:
+        return Entry(stage=stage, call=self, detail=detail, once=once)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stage of one call, before it is placed on the chain (owner, seq, time and hashes
+    are the store's)."""
+
+    stage: str
+    call: CallRef
     detail: dict[str, Any] = field(default_factory=dict)
     once: bool = False  # skip it when the call already has a row of this stage
 
@@ -117,10 +127,10 @@ async def append(db: Db, entries: list[Entry]) -> int:
     async with connection(db) as conn, conn.pipeline(), conn.transaction():
         await conn.execute(LOCK, {"key": AUDIT_LOCK})
         head_cur = await conn.execute(HEAD_FOR_APPEND, {
-            "ids": sorted({e.conversation_id for e in entries})})
+            "ids": sorted({e.call.conversation_id for e in entries})})
         seen_cur = await conn.execute(HAS_STAGES, {
-            "conversations": sorted({e.conversation_id for e in once}),
-            "calls": sorted({e.call_id for e in once}),
+            "conversations": sorted({e.call.conversation_id for e in once}),
+            "calls": sorted({e.call.call_id for e in once}),
             "stages": sorted({e.stage for e in once})}) if once else None
         head = await head_cur.fetchone()
         assert head is not None, "migration 9 seeds the head"
@@ -129,17 +139,18 @@ async def append(db: Db, entries: list[Entry]) -> int:
         seq, last, at = int(head["seq"]), str(head["hash"]), timestamp(head["now"])
         rows: list[dict[str, Any]] = []
         for e in entries:
-            key = (e.conversation_id, e.call_id, e.stage)
+            call = e.call
+            key = (call.conversation_id, call.call_id, e.stage)
             if e.once:
                 if key in seen:
                     continue
                 seen.add(key)
             row: dict[str, Any] = clean({
                 "seq": seq + 1, "at": at, "stage": e.stage,
-                "conversation_id": e.conversation_id,
-                "owner": head["owners"].get(e.conversation_id, ""), "turn_id": e.turn_id,
-                "call_id": e.call_id, "tool": e.tool, "environment": e.environment,
-                "args_hash": e.args_hash, "detail": e.detail, "prev_hash": last})
+                "conversation_id": call.conversation_id,
+                "owner": head["owners"].get(call.conversation_id, ""), "turn_id": call.turn_id,
+                "call_id": call.call_id, "tool": call.tool, "environment": call.environment,
+                "args_hash": call.args_hash, "detail": e.detail, "prev_hash": last})
             row["hash"] = row_hash(row)
             rows.append(row)
             seq, last = seq + 1, row["hash"]

@@ -20,33 +20,15 @@ a decision row (or, for a call refused before the sidecar, its not_run row is it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from agentchat.agent.audit import store
 from agentchat.agent.audit.chain import args_digest
-from agentchat.agent.audit.store import Entry
+from agentchat.agent.audit.store import CallRef, Entry
 from agentchat.agent.storage.db import Db
 from agentchat.catalog import Catalog
 
 MAX_TEXT = 500  # prompts and errors: what a reader needs, not whole outputs
-
-
-@dataclass(frozen=True)
-class CallRef:
-    """The columns every row of one call carries."""
-
-    conversation_id: str
-    turn_id: str
-    call_id: str
-    tool: str
-    environment: str | None
-    args_hash: str
-
-    def entry(self, stage: str, detail: dict[str, Any], *, once: bool = False) -> Entry:
-        return Entry(stage=stage, conversation_id=self.conversation_id, turn_id=self.turn_id,
-                     call_id=self.call_id, tool=self.tool, environment=self.environment,
-                     args_hash=self.args_hash, detail=detail, once=once)
 
 
 def decision_detail(d: dict[str, Any], *, kind: str, untrusted: bool) -> dict[str, Any]:

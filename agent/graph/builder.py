@@ -49,8 +49,8 @@ from langgraph.types import Command, interrupt
 from opentelemetry import trace
 from typing_extensions import TypedDict
 
-from agentchat.agent.audit.store import Entry
-from agentchat.agent.audit.trail import AuditTrail, CallRef, cut_text, decision_detail
+from agentchat.agent.audit.store import CallRef, Entry
+from agentchat.agent.audit.trail import AuditTrail, cut_text, decision_detail
 from agentchat.agent.graph.model import stream_reply
 from agentchat.agent.graph.names import known_names, names_for_call
 from agentchat.agent.graph.offline.planner import context_message
