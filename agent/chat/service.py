@@ -74,14 +74,12 @@ class ChatService:
         return principal, token
 
     async def open_conversation(self, req: ChatRequest, principal: Principal) -> str:
+        """The owner's conversation a submit names (a message without one starts a new
+        conversation: `start_conversation`)."""
         if req.conversation_id is None:
-            if req.action in ("confirm", "deny", "retry"):
-                raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION
-                                     if req.action != "retry" else ErrorCode.NOT_FOUND,
-                                     "no conversation was given")
-            conv = await conversations.create_conversation(
-                self.pool, owner=principal.sub, title=conversations.title_from(req.text))
-            return str(conv["id"])
+            raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION
+                                 if req.action != "retry" else ErrorCode.NOT_FOUND,
+                                 "no conversation was given")
         conv = await conversations.get_conversation(self.pool, owner=principal.sub,
                                                     conversation_id=req.conversation_id)
         if conv["is_archived"]:
@@ -214,6 +212,28 @@ class ChatService:
         graph_input = {"messages": [HumanMessage(content=text, id=message_id)],
                        "untrusted": False}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
+
+    async def start_conversation(self, req: ChatRequest, principal: Principal, token: str,
+                                 session: str) -> tuple[Turn, Run]:
+        """A message without a conversation id: the turn's tools are chosen first, then the
+        conversation, its lease, the turn and the user message are stored in one statement
+        (`turns.start_conversation`); what `open_conversation`, `take_lease` and `submit` check
+        for an existing conversation (another tab, a run elsewhere, a pending card, an orphan,
+        no title) cannot apply to a conversation that did not exist."""
+        conversation_id, turn_id = str(uuid.uuid4()), str(uuid.uuid4())
+        message_id = str(uuid.uuid4())
+        text = f"{req.text}\n\n{req.attached}".strip() if req.attached else req.text
+        runtime = await self._runtime(conversation_id, turn_id, token, req.text, req.env_id,
+                                      req.uicontext)
+        await turn_records.start_conversation(
+            self.pool, conversation_id=conversation_id, owner=principal.sub,
+            title=conversations.title_from(req.text), session=session,
+            lease_s=self.settings.lease_s, turn_id=turn_id, plan=self._plan_record(runtime),
+            message_id=message_id, content=text)
+        graph_input = {"messages": [HumanMessage(content=text, id=message_id)],
+                       "untrusted": False}
+        turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
+        return turn, self.hub.start(turn, "message", [])
 
     async def _close_orphan(self, conversation_id: str) -> None:
         """Before a new message: a run that died mid-step (see recovery.py) gets its dangling

@@ -59,12 +59,16 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
             # Read (off the event loop, the caller's own uploads only) before a conversation is
             # opened, so a refused file leaves nothing behind, not even an empty conversation.
             req.attached = await file_text(service.settings, req.files, principal.sub)
-        cid = await service.open_conversation(req, principal)
-        if req.action is not None:
-            lang = await service.conversation_language(cid)
         tab = req.tab_id or session  # without a tab id, the Gradio session stands in
-        await service.take_lease(cid, tab)
-        turn, run = await service.submit(req, principal, token, cid, tab)
+        if req.conversation_id is None and req.action is None:  # a new conversation
+            turn, run = await service.start_conversation(req, principal, token, tab)
+            cid = turn.conversation_id
+        else:
+            cid = await service.open_conversation(req, principal)
+            if req.action is not None:
+                lang = await service.conversation_language(cid)
+            await service.take_lease(cid, tab)
+            turn, run = await service.submit(req, principal, token, cid, tab)
         slot.hold(turn.task)  # the run slot is freed when the turn's task ends
         first_token = True
         async for event in run.follow(0):
