@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from testkit.chart import CHART, ROOT, by_kind, one, render
+from testkit.chart import CHART, ROOT, HelmError, by_kind, one, render
 from testkit.monitoring import (
     catalogue,
     dashboard_exprs,
@@ -255,3 +255,42 @@ def test_hpa_scales_on_cpu_and_optionally_live_runs() -> None:
     cpu_only = one(render(MONITORING, {"hpa.liveRuns.enabled": False}),
                    "HorizontalPodAutoscaler")
     assert [m["type"] for m in cpu_only["spec"]["metrics"]] == ["Resource"]
+
+
+def test_tracing_switch_sets_otel_for_every_component() -> None:
+    endpoint = "http://otel-collector.observability:4318"
+    docs = render(MONITORING, {"tracing.enabled": True, "tracing.endpoint": endpoint,
+                               "tracing.sampleRatio": 0.25})
+    env_cm = one(docs, "ConfigMap", "-env")["data"]
+    assert env_cm["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+    assert env_cm["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+    assert env_cm["OTEL_TRACES_SAMPLER_ARG"] == "0.25"
+    # The agent, its sidecar and the operator all read that ConfigMap.
+    name = one(docs, "ConfigMap", "-env")["metadata"]["name"]
+    for suffix in ("-agent", "-operator"):
+        spec = one(docs, "Deployment", suffix)["spec"]["template"]["spec"]
+        containers = spec["containers"] + spec.get("initContainers", [])
+        readers = [c["name"] for c in containers
+                   if any(f.get("configMapRef", {}).get("name") == name
+                          for f in c.get("envFrom", []))]
+        assert readers, suffix
+        if suffix == "-agent":
+            assert {"agent", "policy"} <= set(readers), readers
+    # Off by default: no OTEL_* anywhere.
+    plain = render(MONITORING)
+    assert not any("OTEL_" in json.dumps(d) for d in plain)
+
+
+def test_tracing_without_an_endpoint_is_refused() -> None:
+    try:
+        render(MONITORING, {"tracing.enabled": True})
+    except HelmError as e:
+        assert "tracing.endpoint" in str(e)
+    else:
+        raise AssertionError("helm rendered tracing without an endpoint")
+    try:
+        render(MONITORING, {"tracing.enabled": True, "tracing.endpoint": "collector:4318"})
+    except HelmError as e:
+        assert "endpoint" in str(e)
+    else:
+        raise AssertionError("the schema let an endpoint without a scheme through")
