@@ -166,15 +166,23 @@ class _ClientsInTraces(Sampler):
 
 
 def fastapi_telemetry() -> TelemetryConfig:
-    """`FastAPI(telemetry=...)` for every app: a server span per request while tracing is on
-    (and `fastapi` is not in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS), nothing otherwise. Build
-    the app after setup_telemetry(). A mounted FastAPI app (Gradio's) sees the outer app's
-    request telemetry in the scope and adds none of its own."""
+    """`FastAPI(telemetry=...)` for every app: a server span per request while tracing is on,
+    nothing otherwise. Build the app after setup_telemetry(). A mounted FastAPI app (Gradio's)
+    sees the outer app's request telemetry in the scope and adds none of its own; so that it
+    also adds none when `fastapi` is in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, that case keeps
+    FastAPI's telemetry on and excludes every request (an excluded request is marked too)."""
     provider = _state["provider"]
-    on = provider is not None and "fastapi" not in disabled_instrumentations()
-    return {"tracing": on, "tracer_provider": provider if on else None, "metrics": False,
-            "logs": False, "operation_spans": False, "auto_configure": False,
-            "exclude": _excluded}
+    if provider is None:
+        return {"tracing": False, "metrics": False, "logs": False, "operation_spans": False,
+                "auto_configure": False}
+    off = "fastapi" in disabled_instrumentations()
+    return {"tracing": True, "tracer_provider": provider, "metrics": False, "logs": False,
+            "operation_spans": False, "auto_configure": False,
+            "exclude": _every_request if off else _excluded}
+
+
+def _every_request(scope: MutableMapping[str, Any]) -> bool:
+    return True
 
 
 def _excluded(scope: MutableMapping[str, Any]) -> bool:

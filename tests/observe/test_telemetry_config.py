@@ -54,7 +54,7 @@ def test_off_by_default_sets_nothing_up() -> None:
     assert telemetry.setup_telemetry("agentchat-test") is False
     assert not telemetry.enabled()
     config = telemetry.fastapi_telemetry()  # FastAPI's own spans stay off with it
-    assert config["tracing"] is False and config["tracer_provider"] is None
+    assert config["tracing"] is False and config.get("tracer_provider") is None
     assert not config["metrics"] and not config["logs"]
 
 
@@ -63,3 +63,40 @@ def test_token_headers_are_always_sanitized(monkeypatch: pytest.MonkeyPatch) -> 
     fields = telemetry._sanitize_fields()
     assert fields[0] == "x-session"
     assert {"authorization", "x-user-jwt", "cookie"} <= set(fields)
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_fastapis_spans_one_per_request_none_from_a_mounted_app(
+        monkeypatch: pytest.MonkeyPatch, disabled: bool) -> None:
+    """The outer app's server span only (a mounted FastAPI app, as Gradio's, adds none, even
+    one whose own settings would trace), none for health routes, and none at all when
+    OTEL_PYTHON_DISABLED_INSTRUMENTATIONS names fastapi."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    monkeypatch.setitem(telemetry._state, "provider", provider)  # as setup_telemetry() leaves it
+    if disabled:
+        monkeypatch.setenv("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "httpx,fastapi")
+    outer = FastAPI(telemetry=telemetry.fastapi_telemetry())
+    inner = FastAPI(telemetry={"tracer_provider": provider})  # would trace on its own
+
+    @inner.get("/hello")
+    async def hello() -> dict[str, str]:
+        return {"hello": "world"}
+
+    @outer.get("/livez")
+    async def livez() -> dict[str, str]:
+        return {"status": "ok"}
+
+    outer.mount("/sub", inner)
+    with TestClient(outer) as client:
+        assert client.get("/sub/hello").status_code == 200
+        assert client.get("/livez").status_code == 200
+    names = [s.name for s in exported.get_finished_spans()]
+    assert names == ([] if disabled else ["GET /sub/hello"]), names
