@@ -16,9 +16,9 @@ from starlette.exceptions import HTTPException
 from agentchat.agent.api.errors import code_for_status, error_response
 from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
-from agentchat.agent.chat.blocks import build_blocks
+from agentchat.agent.chat.blocks import PageRedirect, build_blocks, build_page_blocks
 from agentchat.agent.chat.uploads import GradioFileGuard
-from agentchat.agent.settings import AgentSettings
+from agentchat.agent.settings import PAGE_SUBPATH, AgentSettings
 from agentchat.agent.storage.db import STORAGE_ERRORS
 from agentchat.agent.wiring import ServiceHolder, build_services
 from agentchat.errors import AgentChatError, ErrorCode
@@ -60,6 +60,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
 
     # The guard on the Gradio mount (see _mount_gradio): FileData and file routes.
     app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of)
+    # A browser opening the mount path gets the page (its own app under it).
+    app.add_middleware(PageRedirect, mount_path=settings.mount_path)
 
     # --- request-body limit (agent/api/limits.py) --------------------------------------------
     # Added last so it is the outermost middleware: an oversized body is refused (413) before
@@ -99,7 +101,14 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) -> FastAPI:
-    blocks = build_blocks(holder, settings)
+    """`/chat` at the mount path and the built-in page's own app under it (PAGE_SUBPATH,
+    mounted first so its routes are matched before the `/chat` app's): see blocks.py."""
+    _mount_one(app, build_page_blocks(holder, settings),
+               settings.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
+    return _mount_one(app, build_blocks(holder, settings), settings.mount_path, settings)
+
+
+def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettings) -> FastAPI:
     # Gradio's queue runs at most `max_threads` jobs at once (40 unless launch() sets it, and
     # mount_gradio_app cannot), whatever the concurrency limits say: 200 conversations ran in
     # five waves of 40, the last starting 30 s late (bench/agent_scale.py).
@@ -113,7 +122,7 @@ def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) 
     # without it a FileData-tagged /etc/passwd was copied into the cache, unauthenticated, and
     # /dev/zero was hashed forever on the event loop. The guard answers such input with
     # INVALID_REQUEST before Gradio's queue, and asks a user token on upload and file routes.
-    mounted: FastAPI = gr.mount_gradio_app(app, blocks, path=settings.mount_path, allowed_paths=[],
+    mounted: FastAPI = gr.mount_gradio_app(app, blocks, path=path, allowed_paths=[],
                                   blocked_paths=[str(settings.data_dir.resolve())],
                                   max_file_size=settings.max_file_bytes)
     blocks.has_launched = True

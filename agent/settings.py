@@ -10,6 +10,9 @@ from pydantic import Field, model_validator
 from agentchat.agent.selection.selector import SelectionSettings
 
 PLACEHOLDER_SECRET = "dev-client-secret"
+# The built-in page's own Gradio app, under the mount path (the mount path itself redirects a
+# browser there): the `/chat` app holds no page components, so its sessions stay small.
+PAGE_SUBPATH = "/page"
 # The prompt-injection tests' planner (agent/graph/model.py); dev only.
 OFFLINE_OBEDIENT = "offline-obedient"
 

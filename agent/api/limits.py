@@ -15,13 +15,16 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentchat.agent.api.errors import error_response
+from agentchat.agent.settings import PAGE_SUBPATH
 from agentchat.errors import ErrorCode
 
 
 def gradio_upload_paths(mount_path: str) -> frozenset[str]:
-    """Gradio's upload route under the mount (gradio/routes.py: `POST /gradio_api/upload`)."""
-    base = mount_path.rstrip("/") + "/gradio_api/upload"
-    return frozenset({base, base + "/"})
+    """Gradio's upload route under the mount (gradio/routes.py: `POST /gradio_api/upload`), of
+    the `/chat` app and of the page's app (PAGE_SUBPATH)."""
+    root = mount_path.rstrip("/")
+    bases = [root + "/gradio_api/upload", root + PAGE_SUBPATH + "/gradio_api/upload"]
+    return frozenset({p for b in bases for p in (b, b + "/")})
 
 
 class BodyLimitMiddleware:

@@ -1,8 +1,13 @@
-"""The Gradio app mounted at /api/agent/gradio: the `/chat` API (docs/protocol.md §1–§2), a built-in
-page for people who open it in a browser (`page.py`).
+"""The Gradio apps: the `/chat` API (docs/protocol.md §1–§2) mounted at /api/agent/gradio, and
+the built-in page for people who open it in a browser (`page.py`), a Blocks of its own mounted
+under it at `PAGE_SUBPATH`, where a browser opening the mount path is redirected.
 
 `/chat` is a `gr.api` endpoint, so its seven inputs keep their names and defaults for both
-positional and named calls. The page is built in `page.py`.
+positional and named calls. It has a Blocks without components because Gradio keeps, per
+session (every client that connects), the config of every block of the Blocks it calls, for
+up to `state_session_capacity` sessions: with the page's 27 blocks that was 36 KB and 3.4 ms
+of CPU a session, with `/chat`'s own 9 (its inputs and output, and a hidden chatbot that
+declares the examples) it is 10 KB and 0.85 ms.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import gradio as gr
+from starlette.responses import RedirectResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentchat.agent.chat.page import build_page
+from agentchat.agent.chat.page import EXAMPLES, build_page
 from agentchat.agent.chat.stream import run_chat
-from agentchat.agent.settings import AgentSettings
+from agentchat.agent.settings import PAGE_SUBPATH, AgentSettings
 from agentchat.agent.wiring import ServiceHolder
 
 
@@ -54,6 +61,37 @@ def build_blocks(holder: ServiceHolder, settings: AgentSettings) -> gr.Blocks:
 
         chat.__annotations__["return"] = dict[str, Any]  # gr.api types the stream's items
         gr.api(chat, api_name="chat", concurrency_limit=settings.chat_concurrency)
-        build_page(holder, settings)
+        # docs/protocol.md §1: the chatbot's `examples` in this app's config are the
+        # frontend's welcome chips (the page's chatbot shows the same ones).
+        gr.Chatbot(examples=EXAMPLES, visible=False, elem_id="agentchat-examples")
     built: gr.Blocks = blocks
     return built
+
+
+def build_page_blocks(holder: ServiceHolder, settings: AgentSettings) -> gr.Blocks:
+    """The built-in page's app (mounted at the mount path + PAGE_SUBPATH)."""
+    _fail_fast_matplotlib()
+    with gr.Blocks(title="AgentChat") as page:
+        build_page(holder, settings)
+    built: gr.Blocks = page
+    return built
+
+
+class PageRedirect:
+    """ASGI middleware: a browser's GET of the mount path itself goes to the page's app (its
+    own URL under the mount path); everything else under the mount, `?view=api` (Gradio's API
+    page of `/chat`) included, is the `/chat` app's."""
+
+    def __init__(self, app: ASGIApp, *, mount_path: str) -> None:
+        self.app = app
+        self.root = mount_path.rstrip("/")
+        self.page = self.root + PAGE_SUBPATH + "/"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+                and scope.get("path") in (self.root, self.root + "/")):
+            query = scope.get("query_string", b"").decode("latin-1")
+            if "view=api" not in query.split("&"):
+                target = self.page + (f"?{query}" if query else "")
+                return await RedirectResponse(target, status_code=307)(scope, receive, send)
+        await self.app(scope, receive, send)

@@ -128,7 +128,8 @@ class _Page:
 
 
 def build_page(holder: ServiceHolder, settings: AgentSettings) -> None:
-    """The built-in page, inside the Blocks that serve `/chat`; its events stay private."""
+    """The built-in page, in its own Blocks (blocks.build_page_blocks); its events stay
+    private."""
     root = gr.context.Context.root_block
     if root is not None:  # the static labels' translations, sent with the Gradio config
         root.i18n_instance = I18N

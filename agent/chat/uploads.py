@@ -1,4 +1,5 @@
-"""Files on `/chat` come only from Gradio's upload folder, and only from their uploader.
+"""Files on `/chat` come only from Gradio's upload folder, and only from their uploader (the
+guard covers the page's app under the mount, PAGE_SUBPATH, the same way).
 
     POST …/gradio_api/upload ─ GradioFileGuard: a valid user token, else 401; the paths Gradio
                                answers are recorded in OWNERS under the token's `sub`
@@ -30,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentchat.agent.api.errors import error_response
 from agentchat.agent.api.limits import replay
+from agentchat.agent.settings import PAGE_SUBPATH
 from agentchat.errors import ErrorCode, LocalError
 
 
@@ -171,7 +173,10 @@ class GradioFileGuard:
         path = scope.get("path", "") if scope["type"] == "http" else ""
         if not path.startswith(self.prefix + "/"):
             return await self.app(scope, receive, send)
-        route = path[len(self.prefix):].removeprefix("/gradio_api")
+        route = path[len(self.prefix):]
+        if route.startswith(PAGE_SUBPATH + "/"):  # the page's own app, under the mount
+            route = route[len(PAGE_SUBPATH):]
+        route = route.removeprefix("/gradio_api")
         method = scope["method"]
         if route.rstrip("/") == "/upload" or route.startswith(("/file=", "/file/")):
             if method == "OPTIONS":  # a CORS preflight carries no token

@@ -109,7 +109,8 @@ def test_agent_without_a_mode_has_no_demo_issuer(stack: Stack) -> None:
     svc.env.pop("AGENTCHAT_MODE", None)
     svc.start(timeout=90)
     try:
-        config = httpx.get(svc.url + "/api/agent/gradio/config", timeout=10).text
+        # The page's own app (the mount path redirects a browser there).
+        config = httpx.get(svc.url + "/api/agent/gradio/page/config", timeout=10).text
         # No demo-user picker: no component labelled with that word (the page's translations
         # carry every word, so the text alone cannot tell), and the token box is there.
         labels = [str(c.get("props", {}).get("label"))

@@ -1,0 +1,37 @@
+"""The two Gradio apps (agent/chat/blocks.py): `/chat` at the mount path with no page components
+(its config still declares the welcome examples), the page's app under it, where a browser
+opening the mount path is redirected, and the upload guard on both."""
+
+from __future__ import annotations
+
+import httpx
+
+from testkit.stack import Stack
+
+
+def test_chat_app_page_app_redirect_and_guard(stack: Stack) -> None:
+    base = stack.agent.url + "/api/agent/gradio"
+    for path, target in (("", "/api/agent/gradio/page/"), ("/", "/api/agent/gradio/page/"),
+                         ("/?__theme=dark", "/api/agent/gradio/page/?__theme=dark")):
+        r = httpx.get(base + path, follow_redirects=False, timeout=10)
+        assert r.status_code == 307 and r.headers["location"] == target, (path, r.status_code)
+    assert httpx.get(base + "/?view=api", follow_redirects=False, timeout=10).status_code == 200
+    page = httpx.get(base + "/", follow_redirects=True, timeout=10)
+    assert page.status_code == 200 and str(page.url).endswith("/api/agent/gradio/page/")
+
+    chat = httpx.get(base + "/config", timeout=10).json()
+    assert [d.get("api_name") for d in chat["dependencies"]] == ["chat"]
+    assert not any(c.get("props", {}).get("elem_id") == "agentchat-input"
+                   for c in chat["components"])  # none of the page's components
+    examples = [e for c in chat["components"] for e in c.get("props", {}).get("examples") or []]
+    assert {"text": "Что ты умеешь?"} in examples  # docs/protocol.md §1: the welcome chips
+    page_config = httpx.get(base + "/page/config", timeout=10).json()
+    assert any(c.get("props", {}).get("elem_id") == "agentchat-input"
+               for c in page_config["components"])
+
+    for upload in (base + "/gradio_api/upload", base + "/page/gradio_api/upload"):
+        r = httpx.post(upload, files={"files": ("a.txt", b"x")}, timeout=10)
+        assert r.status_code == 401, (upload, r.status_code)  # a user token is required
+        ok = httpx.post(upload, files={"files": ("a.txt", b"x")}, timeout=10,
+                        headers={"Authorization": f"Bearer {stack.token('alice')}"})
+        assert ok.status_code == 200, (upload, ok.text)
