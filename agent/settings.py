@@ -83,6 +83,10 @@ class AgentSettings(SelectionSettings):
     # lets them finish before they are marked lost.
     max_live_runs: int = Field(default=1000, ge=1)
     drain_s: float = Field(default=30.0, ge=0)
+    # Once no run has been live for this long, the replica collects garbage and hands the
+    # freed heap back to the OS (glibc's malloc_trim), so RSS comes back after a burst of
+    # streams (issue 21). 0: never.
+    idle_trim_s: float = Field(default=2.0, ge=0)
     # This replica's name in the runs table (default: host name and process id).
     replica: str | None = None
 

@@ -491,6 +491,9 @@ def main() -> int:
     parser.add_argument("--tracemalloc", action="store_true",
                         help="a separate run: tracemalloc snapshots at --stages live streams")
     parser.add_argument("--stages", default="50,100,200")
+    parser.add_argument("--agent-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the agent process only (e.g. "
+                             "PYTHONMALLOC=malloc); repeatable")
     opts = parser.parse_args()
     if opts.profile and opts.profile_start:
         parser.error("--profile and --profile-start both attach py-spy: one at a time")
@@ -500,8 +503,9 @@ def main() -> int:
     prompt = f"echo {opts.words} words"
     text = " ".join(f"w{i}" for i in range(opts.words))
     n = opts.conversations
-    with bench_env("agent-scale",
-                   AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay)) as (stack, tmp):
+    agent_env = dict(kv.split("=", 1) for kv in opts.agent_env)
+    with bench_env("agent-scale", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
+                   **agent_env) as (stack, tmp):
         spec = {"mode": "streams", "n": n, "expect": text, "url": stack.gradio_url,
                 "agent": True, "token": stack.token("alice"), "message": prompt}
         run_client({**spec, "n": 10})  # warm-up: selection, pools, Gradio
@@ -553,7 +557,7 @@ def main() -> int:
             <= 1.5 * baseline["ttft_ms"]["p50"]})
     print(json.dumps({
         "bench": "agent_scale", "conversations": n, "tokens_per_answer": opts.words,
-        "token_delay_s": round(opts.token_delay, 4), "agent": agent,
+        "token_delay_s": round(opts.token_delay, 4), "agent_env": agent_env, "agent": agent,
         "bare_chatinterface": baseline,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         # what one streamed answer holds at its last token, the old path and the new
