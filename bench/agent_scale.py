@@ -138,6 +138,7 @@ START_STEPS = [
     ("start_turn", "/agent/storage/turns.py", "turn rows"),
     ("add_message", "/agent/storage/turns.py", "turn rows"),
     ("set_title_if_empty", "/agent/storage/conversations.py", "turn rows"),
+    ("start_conversation", "/agent/chat/service.py", "new conversation (one statement)"),
     ("_new_turn", "/agent/chat/service.py", "new turn (other)"),
     ("submit", "/agent/chat/service.py", "new turn (other)"),
     ("_heartbeat", "/agent/chat/turns.py", "lease heartbeat"),
@@ -274,12 +275,16 @@ class StartWindow:
         if not self.prof.out.exists() or not self.first_at:
             return None
         cpu = self.cpu_first - self.cpu_submit
+        steps = profile_steps(self.prof.out, self.RATE, self.turns)
+        # py-spy falls behind its rate on a busy machine: a step's CPU is its share of the
+        # samples times the CPU psutil measured, not samples / rate.
+        for row in steps["steps"]:
+            row["ms_per_turn"] = round(row["pct"] / 100 * cpu * 1000 / self.turns, 2)
         return {"until": f"{self.until} of the first tokens",
                 "window_s": round(self.first_at - self.submit_at, 2),
                 "first_token_ms": self.first_ms, "cpu_s": round(cpu, 2),
                 "cpu_ms_per_turn_start": round(cpu * 1000 / self.turns, 2),
-                **profile_steps(self.prof.out, self.RATE, self.turns),
-                "layers": profile_layers(self.prof.out)}
+                **steps, "layers": profile_layers(self.prof.out)}
 
 
 def print_start_profile(name: str, prof: dict[str, Any] | None) -> None:
