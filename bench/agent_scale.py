@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,14 @@ def _layer(path: str) -> str | None:
     return "other"
 
 
+def _samples(raw: Path) -> Iterator[tuple[list[str], int]]:
+    """py-spy's raw format: one `frame;frame;... count` line per distinct stack."""
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if count.isdigit():
+            yield stack.split(";"), int(count)
+
+
 def profile_layers(raw: Path) -> dict[str, Any]:
     """py-spy's raw stacks by layer: each sample goes to the innermost frame outside the
     standard library (json.dumps called by Gradio is Gradio's); all-stdlib stacks are the
@@ -102,13 +111,8 @@ def profile_layers(raw: Path) -> dict[str, Any]:
     layers: collections.Counter[str] = collections.Counter()
     leaves: collections.Counter[str] = collections.Counter()
     total = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
+    for frames, n in _samples(raw):
         total += n
-        frames = stack.split(";")
         layer = "event loop (asyncio, selectors)"
         for frame in reversed(frames):
             fn, _, path = frame.rpartition(" (")
@@ -156,13 +160,8 @@ def profile_steps(raw: Path, rate: int, turns: int) -> dict[str, Any]:
     turn start (samples / rate / turns)."""
     steps: collections.Counter[str] = collections.Counter()
     total = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
+    for frames, n in _samples(raw):
         total += n
-        frames = stack.split(";")
         step = None
         for frame in reversed(frames):
             fn, _, path = frame.rpartition(" (")
