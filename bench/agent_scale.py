@@ -44,6 +44,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -400,6 +401,112 @@ def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float,
         return out
 
 
+def smaps_kb(pid: int) -> dict[str, int]:
+    """The process's RSS by kind of mapping (/proc/PID/smaps), in KB: glibc's main heap,
+    anonymous mappings (pymalloc's 1 MiB arenas, glibc's thread arenas and large blocks,
+    thread stacks), and file-backed ones (code, wheels' shared objects)."""
+    kinds: dict[str, int] = collections.Counter()
+    kind = "other"
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                name = head[5] if len(head) > 5 else ""
+                size = (hi - lo) // 1024
+                if name == "[heap]":
+                    kind = "heap"
+                elif name.startswith("[stack"):
+                    kind = "stack"
+                elif name.startswith("/"):
+                    kind = "files"
+                elif name:
+                    kind = "other"
+                elif size == 1024:
+                    kind = "anon_1mib"  # pymalloc's arenas are exactly 1 MiB
+                elif size <= 8192 + 4:
+                    kind = "anon_small"  # thread stacks (8 MiB), large blocks
+                else:
+                    kind = "anon_large"  # glibc's per-thread arenas (64 MiB reserved)
+            elif head and head[0] == "Rss:":
+                kinds[kind] += int(head[1])
+    return dict(kinds)
+
+
+def memstats_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What grew between two memstats probes (bench/memprobe): RSS by mapping, pymalloc,
+    live objects by type (the 15 that grew most)."""
+    keys = sorted(set(before["smaps"]) | set(after["smaps"]))
+    types = collections.Counter(after["types"])
+    types.subtract(before["types"])
+    return {
+        "smaps_kb": {k: [before["smaps"].get(k, 0), after["smaps"].get(k, 0)] for k in keys},
+        "pymalloc": {k: [before["pymalloc"].get(k), after["pymalloc"].get(k)]
+                     for k in after["pymalloc"]},
+        "blocks": [before["blocks"], after["blocks"]],
+        "threads": [before["threads"], after["threads"]],
+        "types_grown": dict(types.most_common(15)),
+    }
+
+
+class MemStats:
+    """bench/memprobe's memstats, taken from outside: SIGUSR1, then the JSON it writes,
+    joined with /proc/PID/smaps read at the same moment."""
+
+    def __init__(self, pid: int, directory: Path) -> None:
+        self.pid, self.directory = pid, directory
+        self.taken: dict[str, dict[str, Any]] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def take(self, label: str) -> None:
+        with self._lock:
+            self._count += 1
+            path = self.directory / f"stats-{self._count}.json"
+            os.kill(self.pid, signal.SIGUSR1)
+            deadline = time.monotonic() + 60
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            stats = json.loads(path.read_text())
+            stats["smaps"] = smaps_kb(self.pid)
+            self.taken[label] = stats
+
+    def take_when_live(self, url: str, n: int, delay_s: float) -> None:
+        """"live": once nearly all n runs are live, `delay_s` later (in a thread)."""
+        def wait_then_take() -> None:
+            deadline = time.monotonic() + 120
+            while live_runs(url) < 0.9 * n and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(delay_s)
+            self.take("live")
+        self._thread = threading.Thread(target=wait_then_take, daemon=True)
+        self._thread.start()
+
+    def result(self) -> dict[str, Any]:
+        if self._thread is not None:
+            self._thread.join()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        base = self.taken["before"]
+        return {label: memstats_diff(base, self.taken[label])
+                for label in ("live", "after") if label in self.taken}
+
+
+def print_memstats(result: dict[str, Any], n: int) -> None:
+    for label, d in result.items():
+        print(f"\nmemstats, {label} against after the warm-up (KB per conversation):",
+              file=sys.stderr)
+        for kind, (b, a) in d["smaps_kb"].items():
+            print(f"  RSS {kind:11} {b:9,} -> {a:9,} KB  ({(a - b) / n:+8.1f})",
+                  file=sys.stderr)
+        for key, (b, a) in d["pymalloc"].items():
+            if b is not None and a is not None:
+                print(f"  pymalloc {key:17} {b:13,} -> {a:13,}", file=sys.stderr)
+        print(f"  threads {d['threads'][0]} -> {d['threads'][1]}; objects grown: "
+              + ", ".join(f"{k} {v:+}" for k, v in list(d["types_grown"].items())[:10]),
+              file=sys.stderr)
+
+
 def live_runs(url: str) -> int:
     try:  # a traced agent under load answers slowly
         text = httpx.get(url + "/metrics", timeout=60).text
@@ -498,6 +605,9 @@ def main() -> int:
     parser.add_argument("--agent-env", action="append", default=[], metavar="NAME=VALUE",
                         help="an environment variable for the agent process only (e.g. "
                              "PYTHONMALLOC=malloc); repeatable")
+    parser.add_argument("--memstats", action="store_true",
+                        help="what holds the agent's memory after the warm-up, with the streams "
+                             "live and --settle s after: RSS by mapping, pymalloc, objects")
     opts = parser.parse_args()
     if opts.profile and opts.profile_start:
         parser.error("--profile and --profile-start both attach py-spy: one at a time")
@@ -508,6 +618,10 @@ def main() -> int:
     text = " ".join(f"w{i}" for i in range(opts.words))
     n = opts.conversations
     agent_env = dict(kv.split("=", 1) for kv in opts.agent_env)
+    stats_dir = Path(tempfile.mkdtemp(prefix="agent-scale-stats-")) if opts.memstats else None
+    if stats_dir is not None:
+        agent_env.update(PYTHONPATH=str(Path(__file__).resolve().parent / "memprobe"),
+                         AGENTCHAT_BENCH_MEMSTATS_DIR=str(stats_dir))
     with bench_env("agent-scale", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
                    **agent_env) as (stack, tmp):
         spec = {"mode": "streams", "n": n, "expect": text, "url": stack.gradio_url,
@@ -518,20 +632,29 @@ def main() -> int:
         pid = stack.agent.proc.pid  # type: ignore[union-attr]
         start = StartWindow(pid, profile_path("agent-start"), n, opts.profile_start) \
             if opts.profile_start else None
+        probe = MemStats(pid, stats_dir) if stats_dir is not None else None
         with RssSampler(pid) as rss, Profiler(pid, profile_path("agent"), opts.profile) as prof:
             before = rss.rss()
+            if probe is not None:
+                probe.take("before")
+                probe.take_when_live(stack.agent.url, n, 0.75 * opts.words * opts.token_delay)
             cpu0 = cpu_seconds(pid)
             agent_run = run_client({**spec, "mark_first": True} if start else spec,
                                    on_mark=start.on_mark if start else None)
             cpu1 = cpu_seconds(pid)
         time.sleep(opts.settle)
         after = rss.rss()
+        if probe is not None:
+            probe.take("after")
         agent = measure(agent_run, opts.token_delay)
         agent["cpu_ms_per_token"] = round((cpu1 - cpu0) * 1000 / max(1, agent["tokens"]), 3)
         if opts.profile:
             agent["profile"] = prof.result()
         if start:
             agent["profile_start"] = start.result()
+        if probe is not None:
+            agent["memstats"] = probe.result()
+            print_memstats(agent["memstats"], n)
         agent["rss_mb"] = {"before": round(before / 2**20, 1), "peak": round(rss.peak / 2**20, 1),
                            "after": round(after / 2**20, 1)}
         agent["kb_per_conversation"] = {"peak": round((rss.peak - before) / 1024 / n, 1),

@@ -25,3 +25,53 @@ if _DIR:
         os.replace(str(path) + ".part", path)  # whole, or not there yet
 
     signal.signal(signal.SIGUSR2, _dump)
+
+# AGENTCHAT_BENCH_MEMSTATS_DIR (bench/agent_scale.py --memstats): at each SIGUSR1, what holds
+# the process's memory, as JSON (stats-1.json, stats-2.json…): pymalloc's arenas and blocks
+# (sys._debugmallocstats), the live gc-tracked objects by type, and the threads. No tracing,
+# so the run itself is not slowed.
+_STATS_DIR = os.environ.get("AGENTCHAT_BENCH_MEMSTATS_DIR")
+if _STATS_DIR:
+    import collections
+    import gc
+    import json
+    import sys
+    import tempfile
+    import threading
+
+    _stats_count = itertools.count(1)
+
+    def _pymalloc() -> dict[str, int]:
+        # _debugmallocstats writes to the C-level stderr: borrow fd 2 for a moment.
+        with tempfile.TemporaryFile(mode="w+") as out:
+            sys.stderr.flush()
+            saved = os.dup(2)
+            try:
+                os.dup2(out.fileno(), 2)
+                sys._debugmallocstats()
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            out.seek(0)
+            text = out.read()
+        wanted = {"# arenas allocated current": "arenas_current",
+                  "# arenas highwater mark": "arenas_highwater",
+                  "bytes in allocated blocks": "allocated_bytes",
+                  "bytes in available blocks": "available_bytes",
+                  "unused pools": "unused_pool_bytes"}
+        found: dict[str, int] = {}
+        for line in text.splitlines():
+            for prefix, key in wanted.items():
+                if prefix in line and "=" in line:
+                    found[key] = int(line.rsplit("=", 1)[1].replace(",", "").strip())
+        return found
+
+    def _stats(signum: int, frame: object) -> None:
+        types = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+        path = Path(_STATS_DIR) / f"stats-{next(_stats_count)}.json"
+        path.with_suffix(".part").write_text(json.dumps({
+            "pymalloc": _pymalloc(), "blocks": sys.getallocatedblocks(),
+            "threads": threading.active_count(), "types": dict(types.most_common(400))}))
+        os.replace(path.with_suffix(".part"), path)
+
+    signal.signal(signal.SIGUSR1, _stats)

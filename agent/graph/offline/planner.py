@@ -215,7 +215,8 @@ class OfflinePlanner(BaseChatModel):
 
 
 def _chunks(msg: AIMessage) -> Iterator[ChatGenerationChunk]:
-    for token in _TOKEN_RE.findall(str(msg.content)):
+    # finditer: one token at a time, not the answer's every token held for the whole stream
+    for token in (m.group() for m in _TOKEN_RE.finditer(str(msg.content))):
         yield ChatGenerationChunk(message=AIMessageChunk(content=token))
     for index, call in enumerate(msg.tool_calls):
         yield ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[{
