@@ -25,7 +25,7 @@ from opentelemetry import trace
 
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
-from agentchat.agent.storage import confirmations, conversations, leases
+from agentchat.agent.storage import confirmations, leases
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import STORAGE_ERRORS, Db
 from agentchat.errors import AgentChatError, ErrorCode
@@ -148,6 +148,9 @@ class TurnRunner:
     async def _stream(self, turn: Turn) -> None:
         config = self.config(turn.conversation_id)
         card: dict[str, Any] | None = None
+        # The run's own `halt` (the tools node sets it in every update), read from the stream:
+        # no checkpoint read at the end, and an earlier run's halt cannot end this one.
+        halt: dict[str, Any] | None = None
         async for part in self.graph.astream(
             turn.graph_input, config, context=turn.runtime,
             stream_mode=STREAM_MODES,
@@ -160,29 +163,31 @@ class TurnRunner:
                 else:
                     await self._record_tool_event(turn, chunk)
                 turn.emit(chunk)
-            elif mode == "updates" and "__interrupt__" in chunk and card is None:
-                card = dict(chunk["__interrupt__"][0].value)
+            elif mode == "updates" and "__interrupt__" in chunk:
+                if card is None:
+                    card = dict(chunk["__interrupt__"][0].value)
+            elif mode == "updates" and isinstance(chunk, dict):
+                for update in chunk.values():
+                    if isinstance(update, dict) and "halt" in update:
+                        halt = update["halt"]
         if card is not None:
             # Only now: LangGraph saves the interrupted step's checkpoint when the run's loop
             # exits. Raised from inside the loop, the card could be answered before that
             # checkpoint existed (the soak saw half its answers re-raise the card under load).
             await self._raise_card(turn, card)
             return
-        state = await self.state(turn.conversation_id)
-        halt = state.values.get("halt")
         if halt:
             await self._finish(turn, "failed", halt["code"])
             turn.emit({"type": "error", "code": halt["code"], "detail": halt["detail"],
                        "retryable": False})
             return
         message_id = str(uuid.uuid4())
-        await turn_records.add_message(self.pool, message_id=message_id,
-                                       conversation_id=turn.conversation_id,
-                                       turn_id=turn.turn_id, role="assistant", content=turn.text)
-        await self._finish(turn, "completed")
+        await self._finish(turn, "completed", answer_id=message_id)
         turn.emit({"type": "final", "message_id": message_id, "content": turn.text})
 
     async def _raise_card(self, turn: Turn, card: dict[str, Any]) -> None:
+        # The text before the card is stored before the card: history hangs a card on the
+        # turn's first assistant message stored after it (the answer after the resume).
         if turn.text:
             await turn_records.add_message(self.pool, message_id=str(uuid.uuid4()),
                                            conversation_id=turn.conversation_id,
@@ -214,11 +219,16 @@ class TurnRunner:
             await turn_records.tool_finished(self.pool, conversation_id=turn.conversation_id,
                                              call_id=cid, outcome="timeout", error="timeout")
 
-    async def _finish(self, turn: Turn, status: str, error_code: str | None = None) -> None:
+    async def _finish(self, turn: Turn, status: str, error_code: str | None = None, *,
+                      answer_id: str | None = None, partial: bool = False) -> None:
+        """The turn's end, stored in one statement: its answer so far as message `answer_id`
+        (when given), its status, the conversation's activity."""
         turn.status = status
         TURNS.labels(status, error_code or "").inc()
-        await turn_records.finish_turn(self.pool, turn.turn_id, status, error_code)
-        await conversations.touch(self.pool, turn.conversation_id)
+        await turn_records.end_turn(self.pool, turn_id=turn.turn_id,
+                                    conversation_id=turn.conversation_id, status=status,
+                                    error_code=error_code, message_id=answer_id,
+                                    content=turn.text, partial=partial)
 
     async def close_dangling(self, conversation_id: str, reason: str, outcome: str,
                              partial_text: str = "") -> None:
@@ -250,11 +260,8 @@ class TurnRunner:
         async def record() -> None:
             await self.close_dangling(turn.conversation_id, "cancelled by the user",
                                       "cancelled", turn.text)
-            await turn_records.add_message(self.pool, message_id=str(uuid.uuid4()),
-                                           conversation_id=turn.conversation_id,
-                                           turn_id=turn.turn_id, role="assistant",
-                                           content=turn.text, partial=True)
-            await self._finish(turn, "partial", "CANCELLED")
+            await self._finish(turn, "partial", "CANCELLED", answer_id=str(uuid.uuid4()),
+                               partial=True)
 
         try:
             await asyncio.shield(record())
@@ -267,12 +274,8 @@ class TurnRunner:
         async def record() -> None:
             await self.close_dangling(turn.conversation_id, f"not completed: {err.code}",
                                       "error")
-            if turn.text:
-                await turn_records.add_message(self.pool, message_id=message_id,
-                                               conversation_id=turn.conversation_id,
-                                               turn_id=turn.turn_id, role="assistant",
-                                               content=turn.text, partial=True)
-            await self._finish(turn, "failed", str(err.code))
+            await self._finish(turn, "failed", str(err.code),
+                               answer_id=message_id if turn.text else None, partial=True)
 
         try:
             await record()
