@@ -94,7 +94,10 @@ async def coalesce(queue: asyncio.Queue[dict[str, Any]],
                 buf, last = "", time.monotonic()
                 continue
             try:
-                event = await asyncio.wait_for(queue.get(), wait)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for wraps the get in a
+                # task of its own, and this runs for nearly every model token.
+                async with asyncio.timeout(wait):
+                    event = await queue.get()
             except TimeoutError:
                 continue
         else:
