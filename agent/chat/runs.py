@@ -177,7 +177,10 @@ class RunHub:
     # -- admission ------------------------------------------------------------------------------
 
     def admit(self) -> None:
-        """Before anything of a submit is stored: a draining or full replica takes no run."""
+        """Before anything of a submit is stored: a draining or full replica takes no run.
+        A pending idle trim is called off here, not when the run starts: a full collection
+        then would stall the turn starts of a burst (it did, in bench/agent_scale.py)."""
+        self._cancel_trim()
         if self.draining:
             SATURATED.inc()
             raise AgentChatError(ErrorCode.AGENT_SATURATED,
@@ -225,9 +228,7 @@ class RunHub:
         task = asyncio.create_task(pump(), name=f"run-{run.run_id}")
         self._pumps.add(task)
         self.running += 1
-        if self._trim is not None:
-            self._trim.cancel()
-            self._trim = None
+        self._cancel_trim()
         LIVE_RUNS.inc()
         task.add_done_callback(self._pump_ended)
         if self.settings.run_events:
@@ -251,6 +252,11 @@ class RunHub:
         if self.running == 0 and self.settings.idle_trim_s > 0 and not self.draining:
             self._trim = asyncio.get_running_loop().call_later(self.settings.idle_trim_s,
                                                                self._idle_trim)
+
+    def _cancel_trim(self) -> None:
+        if self._trim is not None:
+            self._trim.cancel()
+            self._trim = None
 
     def _idle_trim(self) -> None:
         """No run live for idle_trim_s: the runs' cyclic garbage collected now rather than at

@@ -1,5 +1,6 @@
 """The replica's idle trim (agent/chat/runs.py RunHub._idle_trim): once no run has been live for
-`idle_trim_s`, one garbage collection and glibc's malloc_trim; a run starting first cancels it."""
+`idle_trim_s`, one garbage collection and glibc's malloc_trim; a submit admitted first
+cancels it."""
 
 from __future__ import annotations
 
@@ -43,5 +44,20 @@ def test_trims_once_idle_and_a_new_run_cancels_it() -> None:
         await one_run(off, turn(3))
         await asyncio.sleep(0.1)
         assert off.trims == 0
+
+    asyncio.run(main())
+
+
+def test_a_submit_admitted_calls_the_trim_off_before_its_run_starts() -> None:
+    async def main() -> None:
+        hub = RunHub(settings=AgentSettings(idle_trim_s=0.2, run_events=False),
+                     pool=None)  # type: ignore[arg-type]
+        await one_run(hub, turn(1))
+        hub.admit()  # a burst's first submit: its turn is still starting (selection, rows)
+        await asyncio.sleep(0.4)
+        assert hub.trims == 0, "no full collection while turns start"
+        await one_run(hub, turn(2))
+        await asyncio.sleep(0.3)
+        assert hub.trims == 1
 
     asyncio.run(main())
