@@ -25,11 +25,14 @@ live streams are diffed against the idle one, per live conversation, by file and
 half (the TTFT p50; `--profile-start all`: every one) of the streams have their first token
 (the client marks both on its stderr), and prints the CPU per turn start by step (token
 check, conversation and lease SQL, tool selection, turn rows, the graph run, Gradio's queue
-outside a turn, …) and by layer.
+outside a turn, …) and by layer. `--memstats` asks the agent (bench/memprobe on its PYTHONPATH)
+for pymalloc's arenas and blocks, its live objects by type and its threads after the warm-up,
+with the streams live and `--settle` s after, with the RSS by mapping (`/proc/PID/smaps`) at
+each: what holds the memory, without tracemalloc's slowdown.
 
     TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test \\
         .venv/bin/python bench/agent_scale.py [--conversations 200] [--words 200] \\
-        [--profile | --profile-start [half|all]]
+        [--profile | --profile-start [half|all]] [--memstats]
     .venv/bin/python bench/agent_scale.py --tracemalloc [--stages 50,100,200]
 """
 
@@ -333,7 +336,19 @@ def measure(run: dict[str, Any], token_delay_s: float) -> dict[str, Any]:
         "events_per_s": round(sum(s["events"] for s in streams)
                               / (run["rounds"][0]["wall_ms"] / 1000)),
         "tokens": sum(s["tokens"] for s in streams),
+        # With ~100 events a stream, the p99 gap is about each stream's largest: between
+        # which events it falls (the agent's events are typed; the bare's are all text).
+        "largest_gap_between": dict(collections.Counter(
+            _largest_gap_between(s) for s in streams if s.get("types")).most_common(4)),
     }
+
+
+def _largest_gap_between(stream: dict[str, Any]) -> str:
+    times, types = stream["times"], stream["types"]
+    if len(times) < 2:
+        return "-"
+    i = max(range(len(times) - 1), key=lambda k: times[k + 1] - times[k])
+    return f"{types[i]} -> {types[i + 1]}"
 
 
 def model_retained_kb(words: int) -> dict[str, float]:

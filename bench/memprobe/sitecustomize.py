@@ -1,8 +1,8 @@
 """bench/agent_scale.py --tracemalloc: put on the agent process's PYTHONPATH, this dumps a
 snapshot to AGENTCHAT_BENCH_TRACEMALLOC_DIR (snap-1.tracemalloc, snap-2…) at each SIGUSR2,
 tracing from the first one (traced from start-up, the agent does not start within its bound:
-what grows after the idle snapshot is what the diff needs). Bench-only: nothing in the product
-imports it.
+what grows after the idle snapshot is what the diff needs); `--memstats`: see below.
+Bench-only: nothing in the product imports it.
 """
 
 from __future__ import annotations
