@@ -82,13 +82,28 @@ class Services:
         await self.pool.close()
 
 
+def checkpointer(pool: AsyncConnectionPool, pool_max: int) -> AsyncPostgresSaver:
+    """LangGraph's PostgreSQL checkpointer on the pool, its operations concurrent.
+
+    AsyncPostgresSaver runs every checkpoint read and write under one `asyncio.Lock` per
+    instance, which a single shared connection needs and a pool does not
+    (langchain-ai/langgraph#7259; the fix, #7269, is not released): 200 runs took their
+    checkpoints one at a time, before the model and at the end of each run. Its `lock`
+    becomes a semaphore, the workaround in that issue: concurrent operations, each on a
+    connection of its own, at most half the pool, so checkpoints never take every connection
+    from our own statements."""
+    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    saver.lock = asyncio.Semaphore(max(1, pool_max // 2))  # type: ignore[assignment]
+    return saver
+
+
 async def build_services(settings: AgentSettings) -> Services:
     catalog = load_catalog(settings.catalog_path)
     pool = create_pool(resolve_database_url(settings), max_size=settings.db_pool_max)
     await pool.open(wait=True, timeout=30)
     async with pool.connection() as conn:
         await migrate(conn)
-    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+    saver = checkpointer(pool, settings.db_pool_max)
     await saver.setup()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
                                                  max_keepalive_connections=50))
