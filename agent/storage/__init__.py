@@ -3,8 +3,9 @@
 - `db.py`: the query helper (`fetch_one`, `fetch_all`, `execute`, `connection`) on a pool or
   a connection; outages become STORAGE_UNAVAILABLE; `not_found()`.
 - `conversations.py` (conversations, conversation_terms): create, get, rename, archive,
-  restore, list and search; the title rule (`title_from`); activity (`touch`).
-- `turns.py` (turns, messages, tool_calls): a turn's record, the orphan sweep, the REST
+  restore, list and search; the title rule (`title_from`).
+- `turns.py` (turns, messages, tool_calls): a turn's record and its end in one statement
+  (`end_turn`: answer, status, the conversation's activity), the orphan sweep, the REST
   append, closing the calls left running.
 - `confirmations.py` (confirmations): the cards, pending and resolved.
 - `leases.py` (leases): the multi-tab gate, and the owner's lease for `/active`.

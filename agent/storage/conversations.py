@@ -44,7 +44,6 @@ RETURNING {COLUMNS}
 """
 # The turn's own writes: on the id open_conversation returned for its owner.
 SET_TITLE_IF_EMPTY = "UPDATE conversations SET title = %(title)s WHERE id = %(id)s AND title = ''"
-TOUCH = "UPDATE conversations SET last_activity_at = now() WHERE id = %(id)s"
 
 # The list is assembled from these fixed fragments (never from input), newest activity first
 # on the (owner, last_activity_at DESC, id DESC) indexes; the live-only form matches the
@@ -118,10 +117,6 @@ async def _owned_locked(db: Db, sql: str, *, owner: str, conversation_id: str) -
 async def set_title_if_empty(db: Db, conversation_id: str, text: str) -> None:
     """Name an untitled conversation after this user message."""
     await execute(db, SET_TITLE_IF_EMPTY, {"id": conversation_id, "title": title_from(text)})
-
-
-async def touch(db: Db, conversation_id: str) -> None:
-    await execute(db, TOUCH, {"id": conversation_id})
 
 
 def list_query(*, searching: bool, include_archived: bool, after: bool) -> str:

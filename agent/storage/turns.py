@@ -115,8 +115,7 @@ async def end_turn(db: Db, *, turn_id: str, conversation_id: str, status: str,
                    error_code: str | None = None, message_id: str | None = None,
                    content: str = "", partial: bool = False) -> None:
     """The turn finished with `status`, after storing its answer (`message_id`) if given, and
-    the conversation touched: what finish_turn, add_message and conversations.touch do, in
-    one transaction."""
+    the conversation's last activity now, in one transaction."""
     await execute(db, END_TURN, {
         "id": turn_id, "conversation_id": conversation_id, "status": status,
         "error_code": error_code, "message_id": message_id, "content": content,
