@@ -418,31 +418,19 @@ def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float,
 
 def smaps_kb(pid: int) -> dict[str, int]:
     """The process's RSS by kind of mapping (/proc/PID/smaps), in KB: glibc's main heap,
-    anonymous mappings (pymalloc's 1 MiB arenas, glibc's thread arenas and large blocks,
-    thread stacks), and file-backed ones (code, wheels' shared objects)."""
+    anonymous mappings (pymalloc's arenas, glibc's thread arenas and large blocks, thread
+    stacks: the kernel merges adjacent ones, so their sizes do not tell them apart; pymalloc's
+    own figures do), and file-backed ones (code, wheels' shared objects)."""
     kinds: dict[str, int] = collections.Counter()
     kind = "other"
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             head = line.split()
             if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-                lo, hi = (int(x, 16) for x in head[0].split("-"))
                 name = head[5] if len(head) > 5 else ""
-                size = (hi - lo) // 1024
-                if name == "[heap]":
-                    kind = "heap"
-                elif name.startswith("[stack"):
-                    kind = "stack"
-                elif name.startswith("/"):
-                    kind = "files"
-                elif name:
-                    kind = "other"
-                elif size == 1024:
-                    kind = "anon_1mib"  # pymalloc's arenas are exactly 1 MiB
-                elif size <= 8192 + 4:
-                    kind = "anon_small"  # thread stacks (8 MiB), large blocks
-                else:
-                    kind = "anon_large"  # glibc's per-thread arenas (64 MiB reserved)
+                kind = ("anon" if not name else "heap" if name == "[heap]"
+                        else "stack" if name.startswith("[stack") else
+                        "files" if name.startswith("/") else "other")
             elif head and head[0] == "Rss:":
                 kinds[kind] += int(head[1])
     return dict(kinds)
