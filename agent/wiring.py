@@ -8,7 +8,6 @@ import logging
 from dataclasses import dataclass
 
 import httpx
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
 from agentchat.agent.audit.retention import Retention
@@ -20,6 +19,7 @@ from agentchat.agent.chat.runs import RunHub
 from agentchat.agent.chat.service import ChatService
 from agentchat.agent.chat.turns import TurnRunner
 from agentchat.agent.graph.builder import GraphDeps, build_graph
+from agentchat.agent.graph.checkpoints import Checkpointer
 from agentchat.agent.graph.model import LlmStatusProbe, make_llm
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.service_token import ServiceTokenProvider
@@ -82,28 +82,13 @@ class Services:
         await self.pool.close()
 
 
-def checkpointer(pool: AsyncConnectionPool, pool_max: int) -> AsyncPostgresSaver:
-    """LangGraph's PostgreSQL checkpointer on the pool, its operations concurrent.
-
-    AsyncPostgresSaver runs every checkpoint read and write under one `asyncio.Lock` per
-    instance, which a single shared connection needs and a pool does not
-    (langchain-ai/langgraph#7259; the fix, #7269, is not released): 200 runs took their
-    checkpoints one at a time, before the model and at the end of each run. Its `lock`
-    becomes a semaphore, the workaround in that issue: concurrent operations, each on a
-    connection of its own, at most half the pool, so checkpoints never take every connection
-    from our own statements."""
-    saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-    saver.lock = asyncio.Semaphore(max(1, pool_max // 2))  # type: ignore[assignment]
-    return saver
-
-
 async def build_services(settings: AgentSettings) -> Services:
     catalog = load_catalog(settings.catalog_path)
     pool = create_pool(resolve_database_url(settings), max_size=settings.db_pool_max)
     await pool.open(wait=True, timeout=30)
     async with pool.connection() as conn:
         await migrate(conn)
-    saver = checkpointer(pool, settings.db_pool_max)
+    saver = Checkpointer(pool)
     await saver.setup()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
                                                  max_keepalive_connections=50))
@@ -119,7 +104,7 @@ async def build_services(settings: AgentSettings) -> Services:
         audit=audit,
     )
     graph = build_graph(deps).compile(checkpointer=saver)
-    runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s)
+    runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s, checkpointer=saver)
     verifier = user_verifier(settings)
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)

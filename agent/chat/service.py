@@ -232,7 +232,8 @@ class ChatService:
             message_id=message_id, content=text)
         graph_input = {"messages": [HumanMessage(content=text, id=message_id)],
                        "untrusted": False}
-        turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
+        turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input,
+                                      new_thread=True))
         return turn, self.hub.start(turn, "message", [])
 
     async def _close_orphan(self, conversation_id: str) -> None:

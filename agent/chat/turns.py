@@ -20,10 +20,11 @@ from typing import Any, cast
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StreamMode
+from langgraph.types import Durability, StreamMode
 from opentelemetry import trace
 
 from agentchat.agent.graph.builder import TurnRuntime
+from agentchat.agent.graph.checkpoints import Checkpointer
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
 from agentchat.agent.storage import confirmations, leases
 from agentchat.agent.storage import turns as turn_records
@@ -37,6 +38,14 @@ END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
 # the updates that carry a card's interrupt. Not "messages": that mode is a callback per
 # model token, which the model node's own stream makes unnecessary.
 STREAM_MODES: list[StreamMode] = ["custom", "updates"]
+# A run's checkpoint is saved when it exits: at its end, at a card (an interrupt), at a
+# failure or a cancel. "async", LangGraph's default, also saved one before and after every
+# step (three checkpoints and two writes for a plain answer instead of one checkpoint): at a
+# burst of 200 submits those queued on the pool before the model's first token and again
+# before `final` (bench/README.md, issue 21). What a run that dies mid-way loses is the steps
+# since its turn began or its card was answered: `retry` runs those again, with the same
+# idempotency keys (recovery.py).
+DURABILITY: Durability = "exit"
 
 
 @dataclass
@@ -52,6 +61,7 @@ class Turn:
     task: asyncio.Task[None] | None = None
     text: str = ""
     status: str = "running"
+    new_thread: bool = False  # the conversation was created for this turn: no checkpoint yet
 
     def emit(self, event: dict[str, Any]) -> None:
         """To the turn's run (agent/chat/runs.py), which reads every event, listened to or not."""
@@ -60,8 +70,9 @@ class Turn:
 
 class TurnRunner:
     def __init__(self, *, graph: CompiledStateGraph[Any, TurnRuntime, Any, Any], pool: Db,
-                 lease_s: float) -> None:
+                 lease_s: float, checkpointer: Checkpointer | None = None) -> None:
         self.graph = graph
+        self.checkpointer = checkpointer
         self.pool = pool
         self.lease_s = lease_s
         self.active: dict[str, Turn] = {}
@@ -72,6 +83,8 @@ class TurnRunner:
 
     def start(self, turn: Turn) -> Turn:
         self.active[turn.conversation_id] = turn
+        if turn.new_thread and self.checkpointer is not None:
+            self.checkpointer.new_thread(turn.conversation_id)
         turn.task = asyncio.create_task(self._run(turn), name=f"turn-{turn.turn_id}")
         return turn
 
@@ -138,6 +151,8 @@ class TurnRunner:
         finally:
             ACTIVE_TURNS.dec()
             beat.cancel()
+            if self.checkpointer is not None:
+                self.checkpointer.thread_done(turn.conversation_id)
             with contextlib.suppress(Exception):
                 await leases.extend_lease(self.pool, turn.conversation_id, turn.session_id,
                                           self.lease_s)
@@ -153,7 +168,7 @@ class TurnRunner:
         halt: dict[str, Any] | None = None
         async for part in self.graph.astream(
             turn.graph_input, config, context=turn.runtime,
-            stream_mode=STREAM_MODES,
+            stream_mode=STREAM_MODES, durability=DURABILITY,
         ):
             # With a list of modes each part is (mode, chunk); langgraph types it loosely.
             mode, chunk = cast(tuple[str, Any], part)

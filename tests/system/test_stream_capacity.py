@@ -22,7 +22,7 @@ from agentchat.agent.chat.turns import END_OF_STREAM, Turn
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.settings import AgentSettings
 from testkit.raw_chat import Outcome
-from testkit.reliability import rows, say, wait_for
+from testkit.reliability import rows, say, wait_for, when_free
 from testkit.stack import Stack, running_stack
 from testkit.support import Service, create_database, drop_database
 
@@ -167,3 +167,27 @@ def test_a_replica_at_its_cap_refuses_at_once_and_says_so(
     assert "agentchat_live_runs 0.0" in metrics
     assert "agentchat_event_gap_seconds_count" in metrics
     assert "agentchat_first_token_seconds_count" in metrics
+
+
+def test_a_turn_saves_one_checkpoint_at_its_end_with_the_whole_exchange(
+        agents: tuple[Stack, Service, Service]) -> None:
+    """Checkpoints are saved when a run exits (turns.DURABILITY), not before and after every
+    step: one per plain turn, holding what the next turn's model reads."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    stack, agent, _ = agents
+    alice = stack.token("alice")
+    first = say(agent, alice, "echo 5 words")
+    assert first.kind == "final", first.types()
+    cid = first.conversation_id
+    second = when_free(lambda: say(agent, alice, "echo 3 words", None, cid))
+    assert second.kind == "final", second.types()
+    count = "SELECT count(*) AS n FROM checkpoints WHERE thread_id=%s"
+    assert rows(stack.database_url, count, cid)[0]["n"] == 2
+    with PostgresSaver.from_conn_string(stack.database_url) as saver:
+        saved = saver.get_tuple({"configurable": {"thread_id": cid}})
+    assert saved is not None
+    messages = saved.checkpoint["channel_values"]["messages"]
+    assert [(m.type, m.content) for m in messages] == [
+        ("human", "echo 5 words"), ("ai", first.events[-1]["content"]),
+        ("human", "echo 3 words"), ("ai", second.events[-1]["content"])]
