@@ -1,6 +1,7 @@
 """The LangGraph agent and what it runs on.
 
     builder.py        the graph: prefetch -> model -> policy -> confirm -> tools -> model ...
+    checkpoints.py    LangGraph's PostgreSQL checkpointer as the agent runs it
     model.py          the model behind it: the offline planner or an OpenAI-compatible endpoint
     offline/          the offline planner (a real BaseChatModel) and its rules
     policy_client.py  the sidecar's /v1/check (docs/protocol.md §6)
