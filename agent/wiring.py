@@ -88,7 +88,8 @@ async def build_services(settings: AgentSettings) -> Services:
     await pool.open(wait=True, timeout=30)
     async with pool.connection() as conn:
         await migrate(conn)
-    saver = Checkpointer(pool)
+    # Half the pool: checkpoints never take every connection from our own statements.
+    saver = Checkpointer(pool, settings.db_pool_max // 2)
     await saver.setup()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
                                                  max_keepalive_connections=50))

@@ -4,9 +4,10 @@ pool, with two changes, each measured at a burst of 200 submits (bench/README.md
 - Its operations run concurrently. AsyncPostgresSaver puts every checkpoint read and write
   under one `asyncio.Lock` per instance, which a single shared connection needs and a pool
   does not (langchain-ai/langgraph#7259; the fix, #7269, is not released): 200 runs took their
-  checkpoints one at a time. Here the lock is a no-op, as #7269 makes it for a pool: each
-  operation takes a connection of its own, and the pool (first come, first served) is the only
-  limit. A semaphore of half the pool, tried first, queued the runs' last checkpoints behind it.
+  checkpoints one at a time. Here the lock is a semaphore of `concurrency` (the workaround in
+  that issue; the agent gives half the pool), each operation on a connection of its own. No
+  limit at all (the pool's only) measured worse on a busy event loop: 200 runs' checkpoint
+  writes queued on the pool itself cost more CPU than on the semaphore.
 - A conversation this replica has just created has no checkpoint: the read LangGraph makes
   when its first run starts is answered without a query. At a burst of new conversations that
   read was half the statements queued on the pool before the first token.
@@ -14,7 +15,7 @@ pool, with two changes, each measured at a burst of 200 submits (bench/README.md
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -29,9 +30,9 @@ from psycopg_pool import AsyncConnectionPool
 
 
 class Checkpointer(AsyncPostgresSaver):
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], concurrency: int) -> None:
         super().__init__(pool)
-        self.lock = contextlib.nullcontext()  # type: ignore[assignment]
+        self.lock = asyncio.Semaphore(max(1, concurrency))  # type: ignore[assignment]
         self._new: set[str] = set()
 
     def new_thread(self, thread_id: str) -> None:
