@@ -132,6 +132,28 @@ def test_sstools_returning_garbage(stack: Stack) -> None:
     assert [c["outcome"] for c in calls_of(stack, cid)] == ["error"]
 
 
+def test_sstools_refusing_a_call_the_policy_allowed_ends_the_turn_forbidden(
+        stack: Stack) -> None:
+    """The sidecar allowed the call and ss-tools refused it (403: its own RBAC has the last
+    word): the turn ends with a FORBIDDEN that is not retryable, the call is recorded as an
+    error, and the conversation goes on. The refusal's halt belongs to its own run: the next
+    turn, which calls no tool, answers (an earlier run's halt once failed it)."""
+    alice = stack.token("alice")
+    stack.fault(operation="search_dashboards", status=403)
+    out = say(stack.agent, alice, "найди дашборды про энергопотребление", timeout=BOUND_S)
+    assert out.kind == "error" and out.last["code"] == "FORBIDDEN", out.types()
+    assert out.last["retryable"] is False
+    assert "tool_error" in out.types()
+    cid = out.conversation_id
+    assert cid
+    turns = wait_for(lambda: turn_settled(stack.database_url, cid), "the turn stored", BOUND_S)
+    assert [(t["status"], t["error_code"]) for t in turns] == [("failed", "FORBIDDEN")]
+    assert [c["outcome"] for c in calls_of(stack, cid)] == ["error"]
+    nxt = when_free(lambda: say(stack.agent, alice, "привет", None, cid, timeout=BOUND_S))
+    assert nxt.kind == "final", nxt.types()
+    assert_consistent(stack.database_url, cid)
+
+
 def test_confirmed_write_through_a_flapping_api_runs_exactly_once(stack: Stack) -> None:
     stack.reset_sandbox()
     alice = stack.token("alice")
