@@ -13,7 +13,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -34,9 +34,10 @@ from agentchat.errors import AgentChatError, ErrorCode
 log = logging.getLogger("agentchat.agent.chat.turns")
 TRACER = trace.get_tracer("agentchat.agent")
 END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
-# The model node's text and the tools' own events (both written with get_stream_writer), and
-# the updates that carry a card's interrupt. Not "messages": that mode is a callback per
-# model token, which the model node's own stream makes unnecessary.
+# The tools' own events (written with get_stream_writer; the model node's text goes straight
+# to the turn's queue, TurnRuntime.text_out), and the updates that carry a card's interrupt.
+# Not "messages": that mode is a callback per model token, which the model node's own stream
+# makes unnecessary.
 STREAM_MODES: list[StreamMode] = ["custom", "updates"]
 # A run's checkpoint is saved when it exits: at its end, at a card (an interrupt), at a
 # failure or a cancel. "async", LangGraph's default, also saved one before and after every
@@ -67,6 +68,11 @@ class Turn:
         """To the turn's run (agent/chat/runs.py), which reads every event, listened to or not."""
         self.queue.put_nowait(event)
 
+    def emit_text(self, event: dict[str, Any]) -> None:
+        """The model node's text (TurnRuntime.text_out), straight to the run."""
+        self.text += event["token"]
+        self.queue.put_nowait(event)
+
 
 class TurnRunner:
     def __init__(self, *, graph: CompiledStateGraph[Any, TurnRuntime, Any, Any], pool: Db,
@@ -83,6 +89,7 @@ class TurnRunner:
 
     def start(self, turn: Turn) -> Turn:
         self.active[turn.conversation_id] = turn
+        turn.runtime = replace(turn.runtime, text_out=turn.emit_text)
         if turn.new_thread and self.checkpointer is not None:
             self.checkpointer.new_thread(turn.conversation_id)
         turn.task = asyncio.create_task(self._run(turn), name=f"turn-{turn.turn_id}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -113,6 +114,10 @@ class TurnRuntime:
     confirmation_ttl_s: float = 300.0
     turn_id: str = ""
     lang: Lang = "ru"  # the turn's language (agentchat.words), kept in the turn's plan
+    # Where the model node's text goes: the turn's own queue (agent/chat/turns.py), or, unset,
+    # the graph's custom stream. LangGraph's stream costs a call_soon_threadsafe (a self-pipe
+    # write) and a waiter task per write, and the text is per model token (issue 21).
+    text_out: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -224,7 +229,7 @@ class Nodes:
             # every chunk until the end (agent/graph/model.py).
             response = await stream_reply(self.deps.llm, [context_message(ctx.turn, ctx.lang),
                                                           *state["messages"]],
-                                          schemas, get_stream_writer())
+                                          schemas, ctx.text_out or get_stream_writer())
         except AgentChatError:
             raise
         except Exception as e:  # any failure of the endpoint: refused, 5xx, timeout, cut stream
