@@ -180,10 +180,10 @@ class TurnRunner:
             # With a list of modes each part is (mode, chunk); langgraph types it loosely.
             mode, chunk = cast(tuple[str, Any], part)
             if mode == "custom" and isinstance(chunk, dict):
-                if chunk.get("type") == "stream_token":  # the model node's text
-                    turn.text += chunk["token"]
-                else:
-                    await self._record_tool_event(turn, chunk)
+                if chunk.get("type") == "stream_token":  # text_out unset: the graph's stream
+                    turn.emit_text(chunk)
+                    continue
+                await self._record_tool_event(turn, chunk)
                 turn.emit(chunk)
             elif mode == "updates" and "__interrupt__" in chunk:
                 if card is None:

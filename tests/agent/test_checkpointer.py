@@ -77,10 +77,10 @@ async def test_a_new_thread_is_read_without_a_query_until_its_first_checkpoint(
         saver.thread_done(ended)
         async with await psycopg.AsyncConnection.connect(database_url) as other:
             await other.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
-            ended = asyncio.create_task(saver.aget_tuple(_config(ended)))
+            read = asyncio.create_task(saver.aget_tuple(_config(ended)))
             await asyncio.sleep(0.5)
-            assert not ended.done()
+            assert not read.done(), "a thread whose first run ended is read from the database"
             await other.rollback()
-        assert await asyncio.wait_for(ended, 10) is None
+        assert await asyncio.wait_for(read, 10) is None
     finally:
         await pool.close()
