@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 
+from agentchat.agent import heap
 from agentchat.agent.api.errors import code_for_status, error_response
 from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
@@ -37,6 +39,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         holder.services = await build_services(settings)
+        frozen = heap.tune(freeze=settings.gc_freeze, gen0_threshold=settings.gc_gen0_threshold)
+        log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(), frozen)
         try:
             yield
         finally:

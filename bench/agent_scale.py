@@ -510,6 +510,30 @@ def print_memstats(result: dict[str, Any], n: int) -> None:
               file=sys.stderr)
 
 
+def read_gcstats(path: Path | None) -> dict[str, Any]:
+    """bench/memprobe's garbage-collector figures so far (written once a second)."""
+    if path is None or not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def gcstats_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The collections between two reads, by generation: count, total ms; the longest pause
+    and how many took over 50 ms are the whole run's (the probe keeps no history)."""
+    if not after:
+        return {}
+    out: dict[str, Any] = {"objects": after["objects"], "frozen": after["frozen"]}
+    for gen, a in after["stats"].items():
+        b = before.get("stats", {}).get(gen, {"count": 0, "total_ms": 0.0, "over_50ms": 0,
+                                               "collected": 0})
+        out[f"gen{gen}"] = {"count": a["count"] - b["count"],
+                            "collected": a["collected"] - b["collected"],
+                            "total_ms": round(a["total_ms"] - b["total_ms"], 1),
+                            "over_50ms": a["over_50ms"] - b["over_50ms"],
+                            "max_ms_so_far": round(a["max_ms"], 1)}
+    return out
+
+
 def live_runs(url: str) -> int:
     try:  # a traced agent under load answers slowly
         text = httpx.get(url + "/metrics", timeout=60).text
@@ -611,6 +635,9 @@ def main() -> int:
     parser.add_argument("--memstats", action="store_true",
                         help="what holds the agent's memory after the warm-up, with the streams "
                              "live and --settle s after: RSS by mapping, pymalloc, objects")
+    parser.add_argument("--gcstats", action="store_true",
+                        help="the agent's garbage-collector pauses during the round, by "
+                             "generation (bench/memprobe)")
     opts = parser.parse_args()
     if opts.profile and opts.profile_start:
         parser.error("--profile and --profile-start both attach py-spy: one at a time")
@@ -625,6 +652,11 @@ def main() -> int:
     if stats_dir is not None:
         agent_env.update(PYTHONPATH=str(Path(__file__).resolve().parent / "memprobe"),
                          AGENTCHAT_BENCH_MEMSTATS_DIR=str(stats_dir))
+    gc_file = Path(tempfile.mkdtemp(prefix="agent-scale-gc-")) / "gc.json" if opts.gcstats \
+        else None
+    if gc_file is not None:
+        agent_env.update(PYTHONPATH=str(Path(__file__).resolve().parent / "memprobe"),
+                         AGENTCHAT_BENCH_GCSTATS_FILE=str(gc_file))
     with bench_env("agent-scale", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
                    **agent_env) as (stack, tmp):
         spec = {"mode": "streams", "n": n, "expect": text, "url": stack.gradio_url,
@@ -641,16 +673,22 @@ def main() -> int:
             if probe is not None:
                 probe.take("before")
                 probe.take_when_live(stack.agent.url, n, 0.75 * opts.words * opts.token_delay)
+            gc0 = read_gcstats(gc_file)
             cpu0 = cpu_seconds(pid)
             agent_run = run_client({**spec, "mark_first": True} if start else spec,
                                    on_mark=start.on_mark if start else None)
             cpu1 = cpu_seconds(pid)
+            if gc_file is not None:
+                time.sleep(1.2)  # the probe writes once a second; the idle trim is at 2 s
+                gc_round = gcstats_diff(gc0, read_gcstats(gc_file))
         time.sleep(opts.settle)
         after = rss.rss()
         if probe is not None:
             probe.take("after")
         agent = measure(agent_run, opts.token_delay)
         agent["cpu_ms_per_token"] = round((cpu1 - cpu0) * 1000 / max(1, agent["tokens"]), 3)
+        if gc_file is not None:
+            agent["gc"] = gc_round
         if opts.profile:
             agent["profile"] = prof.result()
         if start:

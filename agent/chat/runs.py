@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
-import gc
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from agentchat.agent import heap
 from agentchat.agent.chat.events import coalesce, to_kept, with_text
 from agentchat.agent.chat.turns import Turn
 from agentchat.agent.metrics import EVENT_GAP, LIVE_RUNS, SATURATED
@@ -145,19 +143,6 @@ class Run:
             await changed.wait()
 
 
-def _malloc_trim() -> Callable[[], object] | None:
-    """glibc's malloc_trim(0), or None where the C library has none (musl, macOS)."""
-    try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: fn(0)
-
-
-MALLOC_TRIM = _malloc_trim()
-
-
 class RunHub:
     """This replica's live runs, their pumps, and the one writer that stores them."""
 
@@ -264,9 +249,7 @@ class RunHub:
         burst of 200 streams left ~60 MB of RSS otherwise). Runs on the loop: nothing is
         streaming, and a trim of the whole heap takes milliseconds."""
         self._trim = None
-        gc.collect()
-        if MALLOC_TRIM is not None:
-            MALLOC_TRIM()
+        heap.trim()
         self.trims += 1
 
     # -- the writer -----------------------------------------------------------------------------

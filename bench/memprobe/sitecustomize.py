@@ -75,3 +75,40 @@ if _STATS_DIR:
         os.replace(path.with_suffix(".part"), path)
 
     signal.signal(signal.SIGUSR1, _stats)
+
+# AGENTCHAT_BENCH_GCSTATS_FILE (bench/agent_scale.py --gcstats): the garbage collector's
+# pauses by generation (count, total and longest ms), rewritten once a second by a thread, so
+# the file holds the figures up to the last second whatever way the process ends.
+_GC_FILE = os.environ.get("AGENTCHAT_BENCH_GCSTATS_FILE")
+if _GC_FILE:
+    import gc
+    import json
+    import threading
+    import time
+
+    _gc_started = [0.0]
+    _gc_stats = {g: {"count": 0, "total_ms": 0.0, "max_ms": 0.0, "over_50ms": 0, "collected": 0}
+                 for g in (0, 1, 2)}
+
+    def _on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            _gc_started[0] = time.perf_counter()
+            return
+        ms = (time.perf_counter() - _gc_started[0]) * 1000
+        s = _gc_stats[info["generation"]]
+        s["count"] += 1
+        s["total_ms"] += ms
+        s["max_ms"] = max(s["max_ms"], ms)
+        s["over_50ms"] += ms > 50
+        s["collected"] += info["collected"]
+
+    def _gc_writer() -> None:
+        while True:
+            time.sleep(1.0)
+            Path(_GC_FILE + ".part").write_text(json.dumps(
+                {"stats": _gc_stats, "objects": len(gc.get_objects()),
+                 "frozen": gc.get_freeze_count()}))
+            os.replace(_GC_FILE + ".part", _GC_FILE)
+
+    gc.callbacks.append(_on_gc)
+    threading.Thread(target=_gc_writer, daemon=True, name="bench-gcstats").start()
