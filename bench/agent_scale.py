@@ -58,7 +58,7 @@ from typing import Any
 import httpx
 import psutil
 
-from common import RssSampler, bare_server, bench_env, gradio_url, run_client, summary
+from common import RssSampler, bare_server, bench_env, gradio_url, percentile, run_client, summary
 
 
 def cpu_seconds(pid: int) -> float:
@@ -319,6 +319,16 @@ def print_profile(name: str, prof: dict[str, Any] | None, cpu_ms_per_token: floa
         print(f"         {top['pct']:5.1f}%  {top['fn']}", file=sys.stderr)
 
 
+def ttft_summary(streams: list[dict[str, Any]]) -> dict[str, float]:
+    """TTFT p50 (the goal's), p99 and max, and its shape: p10, p90 and the mean (a server
+    that starts turns in arrival order and one that advances all at once can have the same
+    mean and last first token, and different medians)."""
+    firsts = [s["first"] or 0 for s in streams]
+    return {**summary(firsts), "p10": round(percentile(firsts, 10), 1),
+            "p90": round(percentile(firsts, 90), 1),
+            "mean": round(sum(firsts) / max(1, len(firsts)), 1)}
+
+
 def measure(run: dict[str, Any], token_delay_s: float) -> dict[str, Any]:
     streams = run["rounds"][0]["streams"]
     gaps = [b - a for s in streams for a, b in zip(s["times"], s["times"][1:], strict=False)]
@@ -330,8 +340,7 @@ def measure(run: dict[str, Any], token_delay_s: float) -> dict[str, Any]:
         "events": sum(s["events"] for s in streams),
         "events_lost": sum(s["lost"] for s in streams),
         "events_duplicated": sum(s["dup"] for s in streams),
-        "errors": errors[:5], "gap_ms": summary(gaps), "ttft_ms": summary([s["first"] or 0
-                                                                            for s in streams]),
+        "errors": errors[:5], "gap_ms": summary(gaps), "ttft_ms": ttft_summary(streams),
         "slowdown": summary(slowdown, 2), "wall_s": round(run["rounds"][0]["wall_ms"] / 1000, 2),
         "events_per_s": round(sum(s["events"] for s in streams)
                               / (run["rounds"][0]["wall_ms"] / 1000)),
