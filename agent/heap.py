@@ -4,17 +4,17 @@
     a burst of runs ends ─► RunHub waits idle_trim_s ─► trim() ─► gc.collect(); malloc_trim(0)
 
 Why freeze: the agent's heap holds ~360,000 gc-tracked objects after start-up (Gradio,
-LangChain, LangGraph, the catalog, the embedding model), none of which ever becomes garbage. A
-full collection walks them all: at 200 live streams, 7 full collections took 3.0 s of the
-round's CPU and up to 497 ms each, a pause every stream saw as a gap (bench/agent_scale.py
+LangChain, LangGraph, the catalog, the embedding model), almost none of which ever becomes
+garbage. A full collection walks them all: at 200 live streams, 7 full collections took 3.0 s
+of the round's CPU, ~430 ms each, a pause every stream saw as a gap (bench/agent_scale.py
 --gcstats; bench/README.md, "The garbage collector"). Frozen, they are left out of every
-collection; refcounting still frees them if they ever go.
+collection (~140 ms each then); refcounting still frees them if they ever go.
 
-Why a first-generation threshold of 50,000 (Python's is 700): each young collection cost
-~2.5 ms here whatever its size, and 200 streams made ~900 of them a round (2.5 s of CPU, and
-they promoted short-lived objects into the older generations, whose collections cost 1.4 s
-more). At 50,000 the round made 5 (0.2 s), with CPU per token 22-27 % lower and the p99 gap
-halved in paired runs. The cycles a turn leaves wait longer for their collection; the idle
+Why a first-generation threshold of 50,000 (Python's is 700): a young collection cost ~2.8 ms
+here at 700 (one at 50,000, ~40 ms), and 200 streams made ~900 of them a round (2.5 s of CPU;
+they also promoted short-lived objects into the older generations, whose collections cost
+~1.4 s more). At 50,000 the round made 5 (0.2 s), with CPU per token 26-32 % lower and the p99
+gap halved in paired runs. The cycles a turn leaves wait longer for their collection; the idle
 trim collects them when the burst ends, and the peak RSS a conversation was lower, not higher.
 """
 

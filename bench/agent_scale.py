@@ -527,19 +527,20 @@ def read_gcstats(path: Path | None) -> dict[str, Any]:
 
 
 def gcstats_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """The collections between two reads, by generation: count, total ms; the longest pause
-    and how many took over 50 ms are the whole run's (the probe keeps no history)."""
+    """The collections between two reads, by generation: how many, their total and mean ms,
+    how many took over 50 ms, and the cyclic garbage they found."""
     if not after:
         return {}
     out: dict[str, Any] = {"objects": after["objects"], "frozen": after["frozen"]}
+    zero = {"count": 0, "total_ms": 0.0, "over_50ms": 0, "collected": 0}
     for gen, a in after["stats"].items():
-        b = before.get("stats", {}).get(gen, {"count": 0, "total_ms": 0.0, "over_50ms": 0,
-                                               "collected": 0})
-        out[f"gen{gen}"] = {"count": a["count"] - b["count"],
-                            "collected": a["collected"] - b["collected"],
-                            "total_ms": round(a["total_ms"] - b["total_ms"], 1),
+        b = before.get("stats", {}).get(gen, zero)
+        count = a["count"] - b["count"]
+        total = a["total_ms"] - b["total_ms"]
+        out[f"gen{gen}"] = {"count": count, "total_ms": round(total, 1),
+                            "mean_ms": round(total / count, 1) if count else 0.0,
                             "over_50ms": a["over_50ms"] - b["over_50ms"],
-                            "max_ms_so_far": round(a["max_ms"], 1)}
+                            "collected": a["collected"] - b["collected"]}
     return out
 
 
