@@ -28,11 +28,13 @@ check, conversation and lease SQL, tool selection, turn rows, the graph run, Gra
 outside a turn, …) and by layer. `--memstats` asks the agent (bench/memprobe on its PYTHONPATH)
 for pymalloc's arenas and blocks, its live objects by type and its threads after the warm-up,
 with the streams live and `--settle` s after, with the RSS by mapping (`/proc/PID/smaps`) at
-each: what holds the memory, without tracemalloc's slowdown.
+each: what holds the memory, without tracemalloc's slowdown. `--gcstats` (bench/memprobe
+too) times the agent's garbage collections through `gc.callbacks`: the round's count, total
+and mean ms by generation, and the cyclic garbage they found.
 
     TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test \\
         .venv/bin/python bench/agent_scale.py [--conversations 200] [--words 200] \\
-        [--profile | --profile-start [half|all]] [--memstats]
+        [--profile | --profile-start [half|all]] [--memstats] [--gcstats]
     .venv/bin/python bench/agent_scale.py --tracemalloc [--stages 50,100,200]
 """
 
