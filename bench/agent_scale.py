@@ -533,7 +533,7 @@ def gcstats_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
     how many took over 50 ms, and the cyclic garbage they found."""
     if not after:
         return {}
-    out: dict[str, Any] = {"objects": after["objects"], "frozen": after["frozen"]}
+    out: dict[str, Any] = {"frozen": after["frozen"]}
     zero = {"count": 0, "total_ms": 0.0, "over_50ms": 0, "collected": 0}
     for gen, a in after["stats"].items():
         b = before.get("stats", {}).get(gen, zero)
@@ -661,14 +661,14 @@ def main() -> int:
     n = opts.conversations
     agent_env = dict(kv.split("=", 1) for kv in opts.agent_env)
     stats_dir = Path(tempfile.mkdtemp(prefix="agent-scale-stats-")) if opts.memstats else None
-    if stats_dir is not None:
-        agent_env.update(PYTHONPATH=str(Path(__file__).resolve().parent / "memprobe"),
-                         AGENTCHAT_BENCH_MEMSTATS_DIR=str(stats_dir))
     gc_file = Path(tempfile.mkdtemp(prefix="agent-scale-gc-")) / "gc.json" if opts.gcstats \
         else None
+    if stats_dir is not None:
+        agent_env["AGENTCHAT_BENCH_MEMSTATS_DIR"] = str(stats_dir)
     if gc_file is not None:
-        agent_env.update(PYTHONPATH=str(Path(__file__).resolve().parent / "memprobe"),
-                         AGENTCHAT_BENCH_GCSTATS_FILE=str(gc_file))
+        agent_env["AGENTCHAT_BENCH_GCSTATS_FILE"] = str(gc_file)
+    if stats_dir is not None or gc_file is not None:  # bench/memprobe answers both
+        agent_env["PYTHONPATH"] = str(Path(__file__).resolve().parent / "memprobe")
     with bench_env("agent-scale", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
                    **agent_env) as (stack, tmp):
         spec = {"mode": "streams", "n": n, "expect": text, "url": stack.gradio_url,

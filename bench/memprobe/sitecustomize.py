@@ -105,9 +105,10 @@ if _GC_FILE:
     def _gc_writer() -> None:
         while True:
             time.sleep(1.0)
+            # No gc.get_objects() here: a list of every object each second would load the
+            # process being measured.
             Path(_GC_FILE + ".part").write_text(json.dumps(
-                {"stats": _gc_stats, "objects": len(gc.get_objects()),
-                 "frozen": gc.get_freeze_count()}))
+                {"stats": _gc_stats, "frozen": gc.get_freeze_count()}))
             os.replace(_GC_FILE + ".part", _GC_FILE)
 
     gc.callbacks.append(_on_gc)
