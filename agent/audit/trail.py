@@ -1,9 +1,11 @@
 """What each site of the risky-call path appends, in the domain's words.
 
 - decision: the policy node, and the re-check of a confirm (ChatService): kind (check or
-  recheck), decision_id, decision, policy_revision, reason_code, risk, untrusted.
+  recheck), decision_id, decision, policy_revision, reason_code, risk, untrusted and
+  untrusted_source (tool_output, file or uicontext: agent/graph/taint.py).
 - card: agent/storage/confirmations.py when the card is stored, i.e. shown (to the row's
-  owner): confirm_id, prompt, permission_granted, expires_at.
+  owner): confirm_id, prompt, permission_granted, expires_at, reason (why an untrusted
+  card is asked, in the turn's language).
 - answer: ChatService, in the transaction that resolves the card: confirm_id, by, session,
   action, result.
 - execution: the tools node after the ss-tools call: idempotency_key, decision_id, outcome,
@@ -31,10 +33,11 @@ from agentchat.catalog import Catalog
 MAX_TEXT = 500  # prompts and errors: what a reader needs, not whole outputs
 
 
-def decision_detail(d: dict[str, Any], *, kind: str, untrusted: bool) -> dict[str, Any]:
+def decision_detail(d: dict[str, Any], *, kind: str, taint: str | None) -> dict[str, Any]:
+    """`taint`: why the model's context was untrusted (agent/graph/taint.py), or None."""
     return {"kind": kind, "decision_id": d.get("decision_id"), "decision": d.get("decision"),
             "policy_revision": d.get("policy_revision"), "reason_code": d.get("reason_code"),
-            "risk": d.get("risk"), "untrusted": untrusted}
+            "risk": d.get("risk"), "untrusted": taint is not None, "untrusted_source": taint}
 
 
 def cut_text(value: Any) -> str | None:
@@ -95,4 +98,5 @@ async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[s
     await store.append(db, [ref.entry("card", {
         "confirm_id": card.get("confirm_id"), "prompt": cut_text(card.get("prompt")),
         "permission_granted": bool(card.get("permission_granted", True)),
-        "expires_at": card.get("expires_at")}, once=True)])
+        "expires_at": card.get("expires_at"), "reason": cut_text(card.get("reason"))},
+        once=True)])

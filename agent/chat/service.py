@@ -29,6 +29,7 @@ from agentchat.agent.chat.turns import Turn, TurnRunner
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.graph.taint import context_taint, user_message
 from agentchat.agent.metrics import CARD_ANSWER, CARDS
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
@@ -209,8 +210,8 @@ class ChatService:
                                        conversation_id=conversation_id, turn_id=turn_id,
                                        role="user", content=text)
         await conversations.set_title_if_empty(self.pool, conversation_id, req.text)
-        graph_input = {"messages": [HumanMessage(content=text, id=message_id)],
-                       "untrusted": False}
+        graph_input = {"messages": [user_message(text, message_id=message_id,
+                                                 with_files=bool(req.attached))]}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
     async def start_conversation(self, req: ChatRequest, principal: Principal, token: str,
@@ -230,8 +231,8 @@ class ChatService:
             title=conversations.title_from(req.text), session=session,
             lease_s=self.settings.lease_s, turn_id=turn_id, plan=self._plan_record(runtime),
             message_id=message_id, content=text)
-        graph_input = {"messages": [HumanMessage(content=text, id=message_id)],
-                       "untrusted": False}
+        graph_input = {"messages": [user_message(text, message_id=message_id,
+                                                 with_files=bool(req.attached))]}
         turn = self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input,
                                       new_thread=True))
         return turn, self.hub.start(turn, "message", [])
@@ -288,10 +289,13 @@ class ChatService:
                                       plan.get("env_id"), plan.get("uicontext"))
         await turn_records.start_turn(self.pool, turn_id, conversation_id,
                                       self._plan_record(runtime))
-        # Re-run from the turn's user message: drop what followed it, keep the message itself.
+        # Re-run from the turn's user message: drop what followed it, keep the message itself
+        # (and its mark: file text stays file text, agent/graph/taint.py).
+        human = next((m for m in messages if m.id == human_id), None)
         graph_input = {"messages": [*(RemoveMessage(id=i) for i in after if i),
-                                    HumanMessage(content=last["user_text"], id=human_id)],
-                       "untrusted": False}
+                                    HumanMessage(content=last["user_text"], id=human_id,
+                                                 additional_kwargs=dict(
+                                                     human.additional_kwargs if human else {}))]}
         return self.runner.start(Turn(conversation_id, turn_id, session, runtime, graph_input))
 
     async def _deny_pending(self, conversation_id: str, principal: Principal,
@@ -332,7 +336,7 @@ class ChatService:
         entries: list[Entry] = []
         if recheck is not None and recheck.get("decision_id"):
             entries.append(ref.entry("decision", decision_detail(
-                recheck, kind="recheck", untrusted=bool(recheck.get("untrusted")))))
+                recheck, kind="recheck", taint=recheck.get("untrusted_source"))))
         entries.append(ref.entry("answer", {
             "confirm_id": pending["confirm_id"], "by": principal.sub, "session": session,
             "action": action, "result": result}))
@@ -400,10 +404,12 @@ class ChatService:
         if tool is None:
             return {"decision": "deny", "required_role": None, "alternatives": []}
         state = await self.runner.state(conversation_id)
-        untrusted = bool(state.values.get("untrusted"))
+        last = await turn_records.last_turn(self.pool, conversation_id)
+        taint = context_taint(state.values.get("messages", []),
+                              ((last or {}).get("plan") or {}).get("uicontext"))
         decision = await self.policy.check_call(user_jwt=token, tool=tool, arguments=args,
-                                                untrusted=untrusted)
-        return {**decision, "untrusted": untrusted}
+                                                untrusted=taint is not None)
+        return {**decision, "untrusted_source": taint}
 
 
 def _count_answer(pending: dict[str, Any], result: str) -> None:

@@ -25,6 +25,7 @@ from opentelemetry import trace
 
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.graph.checkpoints import Checkpointer
+from agentchat.agent.graph.taint import own_result
 from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
 from agentchat.agent.storage import confirmations, leases
 from agentchat.agent.storage import turns as turn_records
@@ -265,8 +266,7 @@ class TurnRunner:
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
         patch: list[BaseMessage] = [
-            ToolMessage(content=reason, tool_call_id=c["id"] or "", name=c["name"],
-                        status="error")
+            own_result(reason, tool_call_id=c["id"] or "", name=c["name"])
             for c in (last_ai.tool_calls if last_ai else []) if c["id"] not in answered]
         if partial_text:
             patch.append(AIMessage(content=partial_text))

@@ -8,8 +8,9 @@
 - `policy` refuses calls to tools not offered this turn and arguments that fail the tool's
   schema (`tool_error {reason: "invalid_arguments"}`, nothing sent), then asks the sidecar about
   every other call, with exactly the validated arguments, before any runs; it keeps the
-  decisions in the state, so a resumed run never asks again. Once ss-tools output has entered
-  the turn (`untrusted`, set by `tools`), every check says so and the policy may ask for a card.
+  decisions in the state, so a resumed run never asks again. Once anything from outside the
+  user's own words is in the model's context, in this turn or an earlier one
+  (agent/graph/taint.py), every check says so and every write needs a card.
 - `confirm` turns each decision that needs a human into an `interrupt()` whose value is the
   `confirm_required` card, one at a time and in order. It has no side effects before its
   interrupts: the node re-runs from its start on every resume.
@@ -57,6 +58,7 @@ from agentchat.agent.graph.names import known_names, names_for_call
 from agentchat.agent.graph.offline.planner import context_message
 from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.graph.taint import context_taint, own_result, taint_reason
 from agentchat.agent.graph.tool_runtime import (
     INVALID_ARGUMENTS,
     ToolRuntime,
@@ -72,6 +74,7 @@ PREFETCH_NAME = "prefetch"
 CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
 IDEMPOTENCY_NAMESPACE = uuid.UUID("0b7f3e2a-51c4-4d8e-a6f9-2e3c7d1b5a84")
 REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
+UNTRUSTED_CARD = "confirmation_required_untrusted"
 EXPIRED = "not run: the confirmation expired"
 TRACER = trace.get_tracer("agentchat.agent")
 
@@ -99,7 +102,9 @@ class AgentState(TypedDict, total=False):
     approved_keys: dict[str, str]         # call_id -> Idempotency-Key (confirm_id if carded)
     approved_decisions: dict[str, str]    # call_id -> decision_id in force (a re-check's)
     halt: dict[str, Any] | None           # an error that ends the turn (FORBIDDEN)
-    untrusted: bool                       # ss-tools output entered this turn's context
+    # Written by versions before issue 31 (untrusted per turn); read by none: the taint is
+    # the context's (agent/graph/taint.py).
+    untrusted: bool
 
 
 @dataclass(frozen=True)
@@ -253,19 +258,19 @@ class Nodes:
         offered = set(ctx.tools) if ai.name != PREFETCH_NAME else {
             c["name"] for c in ctx.prefetch}
         trail: list[Entry] = []
+        taint = context_taint(state.get("messages", []), ctx.turn.uicontext)
         try:
             for call in ai.tool_calls:
                 call_id = call["id"] or ""
                 if call_id not in decisions:
                     try:
-                        decisions[call_id] = await self._gate_call(call, offered, ctx, state)
+                        decisions[call_id] = await self._gate_call(call, offered, ctx, taint)
                     except AgentChatError as e:
                         trail += self._audit_not_run(ctx, call, "policy_unavailable"
                                                      if e.code is ErrorCode.POLICY_UNAVAILABLE
                                                      else "refused", str(e.code))
                         raise
-                    trail += self._audit_decision(ctx, call, decisions[call_id],
-                                                  bool(state.get("untrusted")))
+                    trail += self._audit_decision(ctx, call, decisions[call_id], taint)
                 d = decisions[call_id]
                 if d["decision"] == REFUSED:
                     title = tool_title(self.deps.catalog, call["name"], ctx.lang)
@@ -279,15 +284,14 @@ class Nodes:
         return {"decisions": decisions}
 
     def _audit_decision(self, ctx: TurnRuntime, call: Any, d: dict[str, Any],
-                        untrusted: bool) -> list[Entry]:
+                        taint: str | None) -> list[Entry]:
         """The decision row of an audited call (a refused one: why it does not run)."""
         ref = self._audit_ref(ctx, call)
         if ref is None:
             return []
         out = []
         if d.get("decision_id"):  # the sidecar answered (a refusal of its own included)
-            out.append(ref.entry("decision", decision_detail(d, kind="check",
-                                                             untrusted=untrusted)))
+            out.append(ref.entry("decision", decision_detail(d, kind="check", taint=taint)))
         if d.get("decision") == REFUSED:
             out.append(ref.entry("not_run", {"reason": "refused",
                                              "detail": cut_text(d.get("detail"))}, once=True))
@@ -301,8 +305,9 @@ class Nodes:
         return [ref.entry("not_run", {"reason": reason, "detail": cut_text(detail)}, once=True)]
 
     async def _gate_call(self, call: Any, offered: set[str], ctx: TurnRuntime,
-                         state: AgentState) -> dict[str, Any]:
-        """Our own checks, then the sidecar's, on exactly the arguments that would be sent."""
+                         taint: str | None) -> dict[str, Any]:
+        """Our own checks, then the sidecar's, on exactly the arguments that would be sent;
+        in an untrusted context a write the sidecar lets run without a card gets one."""
         tool = self.deps.catalog.get(call["name"])
         if tool is None or call["name"] not in offered:
             return _refused(f"the tool {call['name']!r} was not offered in this turn")
@@ -311,9 +316,16 @@ class Nodes:
         except InvalidArguments as e:
             return _refused(f"invalid arguments: {e}")
         d = await self.deps.policy.check_call(user_jwt=ctx.user_jwt, tool=tool, arguments=args,
-                                              untrusted=bool(state.get("untrusted")))
+                                              untrusted=taint is not None)
         if d.get("decision") == "deny" and d.get("reason_code") == INVALID_ARGUMENTS:
             return _refused(f"invalid arguments: {d.get('detail') or 'refused by the policy'}")
+        if taint is not None and tool.risk != "read" and d.get("decision") == "allow":
+            # The agent's own rule, whatever the policy's lines say (issue 31): text from
+            # outside the user's words may have asked for this call.
+            d = {**d, "decision": "allow_with_confirmation", "confirmation_required": True,
+                 "reason_code": UNTRUSTED_CARD}
+        if d.get("reason_code") == UNTRUSTED_CARD:
+            d = {**d, "untrusted_source": taint}
         return d
 
     async def confirm(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
@@ -414,11 +426,11 @@ class Nodes:
                 # The title, not the machine name: an error's detail is shown to people.
                 title = tool_title(self.deps.catalog, call["name"], "en")
                 halt = error_body(ErrorCode.FORBIDDEN, f"the ss-tools API refused “{title}”")
-        # From here on ss-tools text is in the model's context: later checks say so.
+        # From here on ss-tools text is in the model's context: the results' ToolMessages
+        # make every later check of the thread untrusted (agent/graph/taint.py).
         goto: Literal["model", "__end__"] = "__end__" if halt else "model"
         return Command(goto=goto,
-                       update={"messages": results, "approved": [], "halt": halt,
-                               "untrusted": True})
+                       update={"messages": results, "approved": [], "halt": halt})
 
     async def _audit(self, ctx: TurnRuntime, call: Any, stage: str,
                      detail: dict[str, Any]) -> None:
@@ -569,17 +581,15 @@ def _ask(confirm_id: str, words: _CardWords, call: Any,
 
 
 def _permission_denied(call: Any, d: dict[str, Any], words: _CardWords) -> ToolMessage:
-    return ToolMessage(
-        content=json.dumps({"permission_denied": True,
-                            "required_role": d.get("required_role"),
-                            "alternatives": words.alternatives(call, d)},
-                           ensure_ascii=False),
-        tool_call_id=call["id"] or "", name=call["name"], status="error")
+    return own_result(json.dumps({"permission_denied": True,
+                                  "required_role": d.get("required_role"),
+                                  "alternatives": words.alternatives(call, d)},
+                                 ensure_ascii=False),
+                      tool_call_id=call["id"] or "", name=call["name"])
 
 
 def _refusal(call: Any, text: str) -> ToolMessage:
-    return ToolMessage(content=text, tool_call_id=call["id"] or "", name=call["name"],
-                       status="error")
+    return own_result(text, tool_call_id=call["id"] or "", name=call["name"])
 
 
 def _card(confirm_id: str, words: _CardWords, call: Any, d: dict[str, Any]) -> dict[str, Any]:
@@ -604,8 +614,11 @@ def _card(confirm_id: str, words: _CardWords, call: Any, d: dict[str, Any]) -> d
         "alternatives": None if granted else words.alternatives(call, d),
         # What the owner approves: the catalog's words, the validated arguments, quoted names.
         "prompt": words.prompt(call, d, granted),
-        # Why a card: `confirmation_required`, `confirmation_required_untrusted` (ss-tools
-        # output is in this turn's context), or the denial's reason.
+        # Why a card: `confirmation_required`, `confirmation_required_untrusted` (text from
+        # outside the user's words is in the model's context), or the denial's reason; for
+        # an untrusted one, `reason` says so in the turn's language.
         "reason_code": d.get("reason_code"),
+        "reason": taint_reason(d.get("untrusted_source"), ctx.lang)
+        if d.get("reason_code") == UNTRUSTED_CARD else None,
         "expires_at": expires.isoformat(),
     }

@@ -168,9 +168,11 @@ def test_one_decision_never_covers_another_call(stack: Stack, agent: Service, mo
     assert_consistent(stack.database_url, cid)
 
 
-def test_identical_uncarded_writes_in_two_turns_run_twice(stack: Stack, agent: Service,
-                                                          model: Service) -> None:
-    """The model's raw `call_0` was the Idempotency-Key: the second deploy was a replay."""
+def test_identical_writes_in_two_turns_run_twice(stack: Stack, agent: Service,
+                                                 model: Service) -> None:
+    """The model's raw `call_0` was the Idempotency-Key: the second deploy was a replay. (The
+    first deploy's result is ss-tools text in the thread, so the second asks for a card:
+    agent/graph/taint.py.)"""
     stack.reset_sandbox()
     call = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "ss-dev"},
             "id": "call_0"}
@@ -180,8 +182,12 @@ def test_identical_uncarded_writes_in_two_turns_run_twice(stack: Stack, agent: S
     first = turn(agent, token, "задеплой дашборд в ss-dev", tab=tab)
     assert first.kind == "final" and first.of("tool_end"), first.types()
     script(model, [call])
-    second = turn(agent, token, "задеплой дашборд в ss-dev ещё раз", tab=tab,
-                  cid=first.conversation_id)
+    card = turn(agent, token, "задеплой дашборд в ss-dev ещё раз", tab=tab,
+                cid=first.conversation_id)
+    assert card.kind == "confirm_required", card.types()
+    assert card.last["reason_code"] == "confirmation_required_untrusted"
+    second = turn(agent, token, "__resume__", tab=tab, cid=first.conversation_id,
+                  action="confirm")
     assert second.kind == "final" and second.of("tool_end"), second.types()
     runs = audit_ok(stack, operation="deploy_dashboard")
     assert len(runs) == 2, runs
