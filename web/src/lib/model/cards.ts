@@ -17,6 +17,7 @@ export function cardFrom(m: Record<string, unknown>, content: string, receivedAt
     env: String(m.env_context ?? ""),
     permissionGranted: m.permission_granted !== false,
     requiredRole: typeof m.required_role === "string" ? m.required_role : null,
+    reason: typeof m.reason === "string" && m.reason ? m.reason : null,
     alternatives: Array.isArray(m.alternatives)
       ? m.alternatives.filter((a): a is { action: string; prompt: string } =>
           typeof (a as { prompt?: unknown })?.prompt === "string")

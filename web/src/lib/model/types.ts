@@ -166,6 +166,8 @@ export interface CardView {
   env: string;
   permissionGranted: boolean;
   requiredRole: string | null;
+  /** Why an untrusted card is asked, in the turn's language (docs/protocol.md §3). */
+  reason: string | null;
   alternatives: Alternative[];
   /** Epoch ms. */
   expiresAt: number;
