@@ -19,6 +19,7 @@ from agentchat.agent.api.errors import code_for_status, error_response
 from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
 from agentchat.agent.chat.blocks import PageRedirect, build_blocks, build_page_blocks
+from agentchat.agent.chat.upload_quota import UploadLimits
 from agentchat.agent.chat.uploads import GradioFileGuard
 from agentchat.agent.settings import PAGE_SUBPATH, AgentSettings
 from agentchat.agent.storage.db import STORAGE_ERRORS
@@ -63,7 +64,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
             return None
 
     # The guard on the Gradio mount (see _mount_gradio): FileData and file routes.
-    app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of)
+    app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of,
+                       limits=UploadLimits.from_settings(settings))
     # A browser opening the mount path gets the page (its own app under it).
     app.add_middleware(PageRedirect, mount_path=settings.mount_path)
 
@@ -80,7 +82,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AgentChatError)
     async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
-        return error_response(exc.http_status, exc.code, exc.detail)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return error_response(exc.http_status, exc.code, exc.detail, headers)
 
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:

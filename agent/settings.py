@@ -104,10 +104,21 @@ class AgentSettings(SelectionSettings):
     # Any REST or /chat request body (not Gradio's upload route, which has its own per-file
     # limit): over it is 413 INVALID_REQUEST before a route sees it (agent/api/limits.py).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
+    # Gradio's upload route (agent/chat/upload_quota.py; per replica, like the files): what one
+    # user may hold in the upload folder, uploads a minute, all users' bytes (the chart sets it
+    # under the upload volume's size limit), and how long an unused upload is kept.
+    upload_files_per_user: int = Field(default=20, ge=1)
+    upload_bytes_per_user: int = Field(default=20 * 1024 * 1024, ge=1)
+    uploads_per_minute_per_user: int = Field(default=10, ge=1)
+    upload_bytes_per_replica: int = Field(default=48 * 1024 * 1024, ge=1)
+    upload_expiry_s: float = Field(default=3600.0, gt=0)
 
-    # Per-user limits on /chat (agent/chat/limits.py; per replica): runs at once, submits a minute.
+    # Per-user limits on /chat (agent/chat/limits.py; per replica): runs at once, streams at
+    # once (runs and joins together), submits a minute; REST writes a minute (agent/api/deps.py).
     max_concurrent_runs_per_user: int = Field(default=4, ge=1)
+    max_streams_per_user: int = Field(default=8, ge=1)
     max_submits_per_minute_per_user: int = Field(default=30, ge=1)
+    max_rest_writes_per_minute_per_user: int = Field(default=60, ge=1)
 
     # Tool output trimmed to what a card can show.
     max_tool_output_chars: int = 4000

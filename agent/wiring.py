@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from psycopg_pool import AsyncConnectionPool
@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from agentchat.agent.audit.retention import Retention
 from agentchat.agent.audit.trail import AuditTrail
 from agentchat.agent.chat.join import RunListener
-from agentchat.agent.chat.limits import UserLimits
+from agentchat.agent.chat.limits import PerMinute, UserLimits
 from agentchat.agent.chat.recovery import OrphanSweeper
 from agentchat.agent.chat.runs import RunHub
 from agentchat.agent.chat.service import ChatService
@@ -49,6 +49,8 @@ class Services:
     listener: RunListener
     sweeper: OrphanSweeper | None = None
     drain_started: float | None = None
+    # REST writes a minute per user (agent/api/deps.py `RestWriter`).
+    rest_writes: PerMinute = field(default_factory=lambda: PerMinute(60, "writes"))
 
     @property
     def draining(self) -> bool:
@@ -116,12 +118,15 @@ async def build_services(settings: AgentSettings) -> Services:
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     sweeper = OrphanSweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s,
                             retention=Retention(db=pool, days=settings.audit_retention_days,
-                                                interval_s=settings.audit_prune_interval_s))
+                                                interval_s=settings.audit_prune_interval_s),
+                            upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
     return Services(settings=settings, catalog=catalog, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
                     llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
-                    sweeper=sweeper)
+                    sweeper=sweeper,
+                    rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
+                                          "writes"))
 
 
 class ServiceHolder:

@@ -175,6 +175,7 @@ async def file_text(settings: AgentSettings, files: list[dict[str, Any]], owner:
     for f in files:
         if not OWNERS.owns(f["key"], owner):
             raise _invalid("a file was not uploaded by you")
+    OWNERS.touch((f["key"] for f in files), owner)  # used now: its expiry starts again
     try:
         return await asyncio.to_thread(_read_files, settings, files)
     except RefusedFile as e:

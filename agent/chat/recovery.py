@@ -11,7 +11,8 @@ A running turn's process renews its conversation's lease every `lease_s / 3`, so
   checkpoint with the same idempotency keys, so a confirmed call runs exactly once; a new
   message first answers the dangling calls so the model never sees a call without a result.
 
-The sweeper also applies the audit trail's retention (agent/audit/retention.py), when due.
+The sweeper also applies the audit trail's retention (agent/audit/retention.py), when due, and
+deletes uploads unused for `upload_expiry_s` (agent/chat/uploads.py), at least every tenth of it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 from agentchat.agent.audit.retention import Retention
 from agentchat.agent.chat.runs import RunHub
 from agentchat.agent.chat.turns import TurnRunner
+from agentchat.agent.chat.uploads import sweep_uploads
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db
 
@@ -31,8 +33,10 @@ log = logging.getLogger("agentchat.agent.chat.recovery")
 
 class OrphanSweeper:
     def __init__(self, *, pool: Db, runner: TurnRunner, hub: RunHub, lease_s: float,
-                 retention: Retention | None = None) -> None:
+                 retention: Retention | None = None,
+                 upload_expiry_s: float | None = None) -> None:
         self.pool = pool
+        self.upload_expiry_s = upload_expiry_s
         self.retention = retention
         self.runner = runner
         self.hub = hub
@@ -59,7 +63,16 @@ class OrphanSweeper:
                     await self.retention.maybe_cut()
                 except Exception:  # the next interval tries again; orphans are not held up
                     log.warning("audit retention failed; retrying at the next interval")
-            await asyncio.sleep(self.lease_s)
+            interval = self.lease_s
+            if self.upload_expiry_s is not None:
+                try:
+                    if n := sweep_uploads(self.upload_expiry_s):
+                        log.info("deleted %s expired uploads", n)
+                except OSError:  # the upload folder unreadable: the next interval tries again
+                    log.warning("the upload sweep failed; retrying at the next interval")
+                # An upload lives at most about 10 % past its expiry, however long the lease.
+                interval = min(interval, max(1.0, self.upload_expiry_s / 10))
+            await asyncio.sleep(interval)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._loop(), name="orphan-sweeper")

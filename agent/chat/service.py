@@ -26,6 +26,7 @@ from agentchat.agent.chat.join import RunListener, join
 from agentchat.agent.chat.limits import UserLimits
 from agentchat.agent.chat.runs import Run, RunHub
 from agentchat.agent.chat.turns import Turn, TurnRunner
+from agentchat.agent.chat.uploads import OWNERS
 from agentchat.agent.graph.builder import TurnRuntime
 from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
@@ -201,6 +202,7 @@ class ChatService:
                         session: str) -> Turn:
         turn_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
         text = f"{req.text}\n\n{req.attached}".strip() if req.attached else req.text
+        OWNERS.used_in(conversation_id, (f["key"] for f in req.files))  # deleted with it
         await self._close_orphan(conversation_id)
         runtime = await self._runtime(conversation_id, turn_id, token, req.text, req.env_id,
                                       req.uicontext)
@@ -224,6 +226,7 @@ class ChatService:
         conversation_id, turn_id = str(uuid.uuid4()), str(uuid.uuid4())
         message_id = str(uuid.uuid4())
         text = f"{req.text}\n\n{req.attached}".strip() if req.attached else req.text
+        OWNERS.used_in(conversation_id, (f["key"] for f in req.files))  # deleted with it
         runtime = await self._runtime(conversation_id, turn_id, token, req.text, req.env_id,
                                       req.uicontext)
         await turn_records.start_conversation(

@@ -1,8 +1,9 @@
 """Files on `/chat` come only from Gradio's upload folder, and only from their uploader (the
 guard covers the page's app under the mount, PAGE_SUBPATH, the same way).
 
-    POST …/gradio_api/upload ─ GradioFileGuard: a valid user token, else 401; the paths Gradio
-                               answers are recorded in OWNERS under the token's `sub`
+    POST …/gradio_api/upload ─ GradioFileGuard: a valid user token, else 401; the quotas
+                               (upload_quota.py: 413/429 before Gradio writes anything); the
+                               paths Gradio answers are recorded in OWNERS under the token's `sub`
     POST …/queue/join, call… ─ GradioFileGuard: a FileData path outside the upload folder is
                                422 INVALID_REQUEST before Gradio copies or hashes anything
     /chat message.files      ─ inputs.parse_files (no I/O), then inputs.file_text: the owner,
@@ -17,11 +18,10 @@ sidecar files Gradio would also serve, or a table written on every upload.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentchat.agent.api.errors import error_response
 from agentchat.agent.api.limits import replay
+from agentchat.agent.chat.upload_quota import UploadBook, UploadLimits, UploadRefused, read_within
 from agentchat.agent.settings import PAGE_SUBPATH
 from agentchat.errors import ErrorCode, LocalError
 
@@ -66,36 +67,35 @@ def no_links(path: str, key: str) -> bool:
     return os.path.realpath(path) == os.path.join(os.path.realpath(upload_folder()), key)
 
 
-class UploadOwners:
-    """Who uploaded each file: upload key -> the `sub`s that uploaded it (Gradio names an
-    upload by its content's hash, so two users sending the same file share one path, and both
-    may use it). The oldest entries go past `cap`; a forgotten upload is refused."""
-
-    def __init__(self, cap: int = 20_000) -> None:
-        self.cap = cap
-        self._owners: OrderedDict[str, set[str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def record(self, path: Any, sub: str) -> None:
-        key = upload_key(path)
-        if key is None:
-            return
-        with self._lock:
-            self._owners.setdefault(key, set()).add(sub)
-            self._owners.move_to_end(key)
-            while len(self._owners) > self.cap:
-                self._owners.popitem(last=False)
-
-    def owns(self, key: str, sub: str) -> bool:
-        with self._lock:
-            return sub in self._owners.get(key, ())
-
-    def known(self, key: str) -> bool:
-        with self._lock:
-            return key in self._owners
+# Who owns each upload, its size and last use, and the quotas (agent/chat/upload_quota.py).
+OWNERS = UploadBook()
 
 
-OWNERS = UploadOwners()
+def delete_uploads(keys: list[str]) -> int:
+    """Delete uploads no one holds any more (and Gradio's hash folder once empty); how many
+    were deleted. A key is relative to the upload folder (upload_key), so nothing outside it."""
+    root, deleted = upload_folder(), 0
+    for key in keys:
+        path = os.path.join(root, key)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a link is removed, never followed
+            deleted += 1
+        parent = os.path.dirname(path)
+        if parent != root:
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)  # only if empty: another name of the same content stays
+    return deleted
+
+
+def sweep_uploads(expiry_s: float) -> int:
+    """The sweeper's part (agent/chat/recovery.py): uploads unused for `expiry_s`, deleted."""
+    return delete_uploads(OWNERS.expired(expiry_s))
+
+
+def forget_conversation(conversation_id: str, sub: str) -> int:
+    """A deleted conversation: the uploads its messages used, deleted unless another user
+    holds the same file."""
+    return delete_uploads(OWNERS.forget_conversation(conversation_id, sub))
 
 
 def read_upload(path: str, key: str, limit: int) -> bytes:
@@ -164,10 +164,11 @@ class GradioFileGuard:
     with the docs/protocol.md §5 shape, so no path outside the upload folder is ever opened."""
 
     def __init__(self, app: ASGIApp, *, mount_path: str,
-                 user_of: Callable[[Headers], str | None]) -> None:
+                 user_of: Callable[[Headers], str | None], limits: UploadLimits) -> None:
         self.app = app
         self.prefix = mount_path.rstrip("/")
         self.user_of = user_of  # the verified token's sub, or None
+        self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
@@ -192,7 +193,9 @@ class GradioFileGuard:
                     return await error_response(404, ErrorCode.NOT_FOUND,
                                                 "no such file")(scope, receive, send)
                 return await self.app(scope, receive, send)
-            return await self.app(scope, receive, self._recording(send, sub))
+            if method != "POST":
+                return await self.app(scope, receive, send)
+            return await self._upload(scope, receive, send, sub)
         if method != "POST":
             return await self.app(scope, receive, send)
         body = await _body(receive)
@@ -209,9 +212,30 @@ class GradioFileGuard:
                     "a file must be uploaded first (…/gradio_api/upload)")(scope, receive, send)
         await self.app(scope, replay(body, receive), send)
 
-    def _recording(self, send: Send, sub: str) -> Send:
+    async def _upload(self, scope: Scope, receive: Receive, send: Send, sub: str) -> None:
+        """Gradio sees an upload only once it was counted whole within the quotas
+        (agent/chat/upload_quota.py), and its room is held until Gradio answered."""
+        try:
+            OWNERS.admit(sub, self.limits)
+            read = await read_within(receive, Headers(scope=scope),
+                                     OWNERS.room(sub, self.limits), self.limits)
+            if read is None:
+                return  # the client left before sending it all
+            body, sizes = read
+            OWNERS.reserve(sub, len(sizes), sum(sizes), self.limits)
+        except UploadRefused as e:
+            # The rest of a refused body is never read: close the connection after answering.
+            return await error_response(e.status, e.code, e.detail, {"connection": "close"})(
+                scope, receive, send)
+        try:
+            await self.app(scope, replay(body, receive), self._recording(send, sub, sizes))
+        finally:
+            OWNERS.release(sub, len(sizes), sum(sizes))
+
+    def _recording(self, send: Send, sub: str, sizes: list[int]) -> Send:
         """Record the uploaded paths before the last byte of Gradio's answer leaves, so the
-        client cannot name them before they are recorded."""
+        client cannot name them before they are recorded. Gradio answers one path per file
+        part, in their order, so each gets the size counted on the way in."""
         status, chunks = 0, []
 
         async def wrapped(message: Message) -> None:
@@ -225,8 +249,11 @@ class GradioFileGuard:
                         paths = json.loads(b"".join(chunks))
                     except ValueError:
                         paths = []
-                    for p in paths if isinstance(paths, list) else []:
-                        OWNERS.record(p, sub)
+                    for p, size in zip(paths if isinstance(paths, list) else [], sizes,
+                                       strict=False):
+                        key = upload_key(p)
+                        if key is not None:
+                            OWNERS.record(key, sub, size)
             await send(message)
 
         return wrapped

@@ -91,6 +91,13 @@ class Stack:
                 # Lifted: the tests (and bench/) start many turns as one user.
                 "AGENTCHAT_AGENT_MAX_CONCURRENT_RUNS_PER_USER": "100000",
                 "AGENTCHAT_AGENT_MAX_SUBMITS_PER_MINUTE_PER_USER": "100000",
+                # The upload quotas too (tests/system/test_upload_quota.py sets its own).
+                "AGENTCHAT_AGENT_UPLOADS_PER_MINUTE_PER_USER": "100000",
+                "AGENTCHAT_AGENT_UPLOAD_FILES_PER_USER": "100000",
+                "AGENTCHAT_AGENT_UPLOAD_BYTES_PER_USER": str(1 << 40),
+                "AGENTCHAT_AGENT_UPLOAD_BYTES_PER_REPLICA": str(1 << 40),
+                "AGENTCHAT_AGENT_MAX_STREAMS_PER_USER": "100000",
+                "AGENTCHAT_AGENT_MAX_REST_WRITES_PER_MINUTE_PER_USER": "100000",
                 **renamed(self.agent_env), **renamed(env)}
         agent = Service(["serve", "--port", str(port)], env=full, port=port,
                         log=self.data_dir / f"agent-{len(self.agents)}.log").start(timeout=90)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, Security, status
 
 from agentchat.agent.api import cursors
-from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.api.deps import CurrentUser, RestWriter, ServicesDep
 from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import (
     Conversation,
@@ -20,6 +20,7 @@ from agentchat.agent.api.models import (
     Message,
     MessageIn,
 )
+from agentchat.agent.chat.uploads import forget_conversation
 from agentchat.agent.storage import conversations
 from agentchat.agent.storage import turns as turn_records
 
@@ -28,8 +29,8 @@ router = APIRouter(prefix="/api/assistant/conversations", tags=["conversations"]
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=Conversation,
-             responses=error_responses(400, 401, 422, 503))
-async def create_conversation(user: CurrentUser, services: ServicesDep,
+             responses=error_responses(400, 401, 422, 429, 503))
+async def create_conversation(user: RestWriter, services: ServicesDep,
                               body: ConversationCreate | None = None) -> dict[str, Any]:
     """A new conversation; its `id` is the `conversation_id` (thread_id) `/chat` takes. With no
     title, the first user message names it."""
@@ -59,27 +60,30 @@ async def list_conversations(
 
 
 @router.patch("/{conversation_id}", response_model=Conversation,
-              responses=error_responses(400, 401, 404, 422, 503))
+              responses=error_responses(400, 401, 404, 422, 429, 503))
 async def rename_conversation(conversation_id: str, body: ConversationRename,
-                              user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
+                              user: RestWriter, services: ServicesDep) -> dict[str, Any]:
     return await conversations.rename_conversation(services.pool, owner=user.sub,
                                                    conversation_id=conversation_id,
                                                    title=body.title)
 
 
 @router.delete("/{conversation_id}", response_model=Conversation,
-               responses=error_responses(401, 404, 503))
-async def archive_conversation(conversation_id: str, user: CurrentUser,
+               responses=error_responses(401, 404, 429, 503))
+async def archive_conversation(conversation_id: str, user: RestWriter,
                                services: ServicesDep) -> dict[str, Any]:
     """Soft delete (`is_archived = true`): hidden from the list, turns refused with
-    CONVERSATION_ARCHIVED, history still readable; `restore` undoes it."""
-    return await conversations.archive_conversation(services.pool, owner=user.sub,
-                                                    conversation_id=conversation_id)
+    CONVERSATION_ARCHIVED, history still readable; `restore` undoes it. The uploads its
+    messages used are deleted (this replica's: agent/chat/uploads.py)."""
+    row = await conversations.archive_conversation(services.pool, owner=user.sub,
+                                                   conversation_id=conversation_id)
+    forget_conversation(conversation_id, user.sub)
+    return row
 
 
 @router.post("/{conversation_id}/restore", response_model=Conversation,
-             responses=error_responses(401, 404, 503))
-async def restore_conversation(conversation_id: str, user: CurrentUser,
+             responses=error_responses(401, 404, 429, 503))
+async def restore_conversation(conversation_id: str, user: RestWriter,
                                services: ServicesDep) -> dict[str, Any]:
     return await conversations.restore_conversation(services.pool, owner=user.sub,
                                                     conversation_id=conversation_id)
@@ -88,8 +92,8 @@ async def restore_conversation(conversation_id: str, user: CurrentUser,
 @router.post("/{conversation_id}/messages", status_code=status.HTTP_201_CREATED,
              response_model=Message,
              responses={200: {"model": Message, "description": "already stored: unchanged"},
-                        **error_responses(400, 401, 404, 409, 422, 503)})
-async def append_message(conversation_id: str, body: MessageIn, user: CurrentUser,
+                        **error_responses(400, 401, 404, 409, 422, 429, 503)})
+async def append_message(conversation_id: str, body: MessageIn, user: RestWriter,
                          services: ServicesDep, response: Response) -> dict[str, Any]:
     """Append after stream_end: 201 when stored, 200 when a message with this `id` (the
     client's, or the final event's `message_id`) is already there, which is left unchanged."""
