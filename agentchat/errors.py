@@ -87,12 +87,14 @@ class AgentChatError(Exception):
     """An error with a docs/protocol.md §5 code; `detail` is safe to show to the user."""
 
     def __init__(self, code: ErrorCode, detail: str, *, retryable: bool | None = None,
-                 status: int | None = None, message: str | None = None) -> None:
+                 status: int | None = None, message: str | None = None,
+                 retry_after: int | None = None) -> None:
         super().__init__(f"{code}: {detail}" if message is None else message)
         self.code = code
         self.detail = detail
         self.retryable = ERROR_TABLE[code][1] if retryable is None else retryable
         self._status = status
+        self.retry_after = retry_after  # seconds; REST answers carry it as Retry-After
 
     @property
     def http_status(self) -> int:

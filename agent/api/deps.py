@@ -24,3 +24,14 @@ def current_user(request: Request, services: ServicesDep) -> Principal:
 
 
 CurrentUser = Annotated[Principal, Depends(current_user)]
+
+
+def rest_writer(user: CurrentUser, services: ServicesDep) -> Principal:
+    """The calling user, within their REST writes a minute (create, rename, delete, restore,
+    append: each row and search index entry costs the database): over it 429 RATE_LIMITED
+    with Retry-After, before anything is stored (per replica, like /chat's limits)."""
+    services.rest_writes.admit(user.sub)
+    return user
+
+
+RestWriter = Annotated[Principal, Depends(rest_writer)]

@@ -30,6 +30,7 @@ _WHEN = {
     409: "CONVERSATION_ARCHIVED: the conversation is archived",
     413: "INVALID_REQUEST: the request body is over the limit (AGENTCHAT_AGENT_MAX_BODY_BYTES)",
     422: "INVALID_REQUEST: malformed input",
+    429: "RATE_LIMITED: over the user's REST writes a minute (retryable; Retry-After)",
     500: "INTERNAL",
     503: "STORAGE_UNAVAILABLE: the database is unreachable (retryable)",
 }

@@ -41,6 +41,8 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
         lang = turn_language(req.text) if req.action is None else lang
         principal, token = service.authenticate(req, bearer(headers))
         if req.action == "join":
+            # One of the user's streams while it follows (agent/chat/limits.py).
+            slot = service.limits.admit_join(principal.sub)
             try:
                 async for event in service.join(req, principal):
                     seq = event["metadata"]["seq"]
