@@ -1,6 +1,6 @@
 """Upload quotas: who owns each upload, how much each user holds, and when it expires.
 
-    POST …/gradio_api/upload ─ GradioFileGuard asks `UploadBook.admit` (uploads a minute),
+    POST …/gradio_api/upload ─ GradioFileGuard counts it in a PerMinute (agent/chat/limits.py),
                                then `read_within` reads the body into memory, counting the
                                multipart parts as they stream, and refuses as soon as a limit
                                is passed; only a body within every limit reaches Gradio (whose
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -32,7 +31,6 @@ from starlette.types import Receive
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode
 
-WINDOW_S = 60.0
 # Multipart framing on top of the files' bytes (boundaries, part headers, small fields): a
 # body longer than the files allowed plus this is refused from its Content-Length alone.
 FRAMING_BYTES = 64 * 1024
@@ -96,7 +94,6 @@ class UploadBook:
         self._files: dict[str, _Upload] = {}
         self._held: dict[str, set[str]] = {}  # sub -> keys
         self._pending: dict[str, tuple[int, int]] = {}  # sub -> reserved (files, bytes)
-        self._window: dict[str, deque[float]] = {}
         self._conversations: dict[str, set[str]] = {}  # conversation id -> keys used there
         self._lock = threading.Lock()
 
@@ -131,24 +128,7 @@ class UploadBook:
         with self._lock:
             self._conversations.setdefault(conversation_id, set()).update(keys)
 
-    # --- admission (the guard) -------------------------------------------------------------
-
-    def admit(self, sub: str, limits: UploadLimits) -> None:
-        """Count one upload request of `sub`, or refuse it (429) past the uploads a minute; a
-        refused request does not extend the wait."""
-        now = self._clock()
-        with self._lock:
-            window = self._window.setdefault(sub, deque())
-            while window and window[0] <= now - WINDOW_S:
-                window.popleft()
-            if len(window) >= limits.per_minute:
-                wait = max(1, round(window[0] + WINDOW_S - now))
-                raise UploadRefused(429, f"at most {limits.per_minute} uploads a minute; try "
-                                         f"again in {wait} s")
-            window.append(now)
-            # Forget users whose window has emptied (bounded memory).
-            for idle in [s for s, w in self._window.items() if not w or w[-1] <= now - WINDOW_S]:
-                del self._window[idle]
+    # --- room (the guard) ------------------------------------------------------------------
 
     def room(self, sub: str, limits: UploadLimits) -> Room:
         with self._lock:

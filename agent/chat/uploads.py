@@ -31,9 +31,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentchat.agent.api.errors import error_response
 from agentchat.agent.api.limits import replay
+from agentchat.agent.chat.limits import PerMinute
 from agentchat.agent.chat.upload_quota import UploadBook, UploadLimits, UploadRefused, read_within
 from agentchat.agent.settings import PAGE_SUBPATH
-from agentchat.errors import ErrorCode, LocalError
+from agentchat.errors import AgentChatError, ErrorCode, LocalError
 
 
 class RefusedFile(LocalError):
@@ -169,6 +170,7 @@ class GradioFileGuard:
         self.prefix = mount_path.rstrip("/")
         self.user_of = user_of  # the verified token's sub, or None
         self.limits = limits
+        self.rate = PerMinute(limits.per_minute, "uploads")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
@@ -216,7 +218,11 @@ class GradioFileGuard:
         """Gradio sees an upload only once it was counted whole within the quotas
         (agent/chat/upload_quota.py), and its room is held until Gradio answered."""
         try:
-            OWNERS.admit(sub, self.limits)
+            self.rate.admit(sub)
+        except AgentChatError as e:
+            return await error_response(429, e.code, e.detail, {
+                "retry-after": str(e.retry_after or 1)})(scope, receive, send)
+        try:
             read = await read_within(receive, Headers(scope=scope),
                                      OWNERS.room(sub, self.limits), self.limits)
             if read is None:
