@@ -71,7 +71,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
 
     # --- request-body limit (agent/api/limits.py) --------------------------------------------
     # Added last so it is the outermost middleware: an oversized body is refused (413) before
-    # anything buffers it. Gradio's upload route is exempt (its own per-file max_file_size).
+    # anything buffers it. Gradio's upload route is exempt: its quotas are GradioFileGuard's
+    # (agent/chat/upload_quota.py), which counts the body's parts before Gradio writes them.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        exempt=gradio_upload_paths(settings.mount_path))
     return mounted
