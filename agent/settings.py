@@ -27,6 +27,10 @@ class AgentSettings(SelectionSettings):
     # The policy sidecar and its decision budget (docs/protocol.md §5: 200 ms).
     policy_url: str = "http://127.0.0.1:8181"
     policy_timeout_s: float = 0.2
+    # How often the catalog file is stat'ed for a change (agentchat/catalog_source.py): a
+    # check asked in between carries the old revision, which the sidecar refuses once it has
+    # the new one (POLICY_UNAVAILABLE, retryable).
+    catalog_check_s: float = Field(default=1.0, gt=0)
 
     # The ss-tools API (the sandbox in dev).
     sstools_url: str = "http://127.0.0.1:8800"

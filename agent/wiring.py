@@ -26,7 +26,7 @@ from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.agent.graph.tool_runtime import ToolRuntime
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
-from agentchat.catalog import Catalog, load_catalog
+from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool, migrate, resolve_database_url
 from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier
 
@@ -36,7 +36,7 @@ log = logging.getLogger("agentchat.agent")
 @dataclass
 class Services:
     settings: AgentSettings
-    catalog: Catalog
+    catalogs: CatalogSource  # the catalog file, reloaded when it changes
     pool: AsyncConnectionPool
     http: httpx.AsyncClient
     runner: TurnRunner
@@ -66,6 +66,7 @@ class Services:
         """Drain: live runs get `drain_s` to finish (uvicorn waited for their connections
         already), their events are stored, and the rest are marked lost for their joiners."""
         self.start_draining()
+        await self.catalogs.aclose()
         if self.sweeper is not None:
             await self.sweeper.aclose()
         loop = asyncio.get_running_loop()
@@ -85,7 +86,7 @@ class Services:
 
 
 async def build_services(settings: AgentSettings) -> Services:
-    catalog = load_catalog(settings.catalog_path)
+    catalogs = CatalogSource(settings.catalog_path, check_s=settings.catalog_check_s)
     pool = create_pool(resolve_database_url(settings), max_size=settings.db_pool_max)
     await pool.open(wait=True, timeout=30)
     async with pool.connection() as conn:
@@ -96,13 +97,13 @@ async def build_services(settings: AgentSettings) -> Services:
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
                                                  max_keepalive_connections=50))
     tokens = ServiceTokenProvider(settings, http)
-    audit = AuditTrail(db=pool, catalog=catalog) if settings.audit else None
+    audit = AuditTrail(db=pool, catalogs=catalogs) if settings.audit else None
     deps = GraphDeps(
-        catalog=catalog,
+        catalogs=catalogs,
         llm=make_llm(settings),
         policy=PolicyClient(url=settings.policy_url, timeout_s=settings.policy_timeout_s,
                             tokens=tokens, http=http),
-        tools=ToolRuntime(catalog=catalog, base_url=settings.sstools_url, tokens=tokens,
+        tools=ToolRuntime(base_url=settings.sstools_url, tokens=tokens,
                           http=http, max_output_chars=settings.max_tool_output_chars),
         audit=audit,
     )
@@ -112,8 +113,8 @@ async def build_services(settings: AgentSettings) -> Services:
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
     chat = ChatService(settings=settings, pool=pool, runner=runner, verifier=verifier,
-                       tools=TurnToolChooser(settings, catalog), policy=deps.policy,
-                       catalog=catalog, limits=UserLimits.from_settings(settings), hub=hub,
+                       tools=TurnToolChooser(settings, catalogs), policy=deps.policy,
+                       catalogs=catalogs, limits=UserLimits.from_settings(settings), hub=hub,
                        listener=listener, audit=audit)
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     sweeper = OrphanSweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s,
@@ -121,7 +122,8 @@ async def build_services(settings: AgentSettings) -> Services:
                                                 interval_s=settings.audit_prune_interval_s),
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
-    return Services(settings=settings, catalog=catalog, pool=pool, http=http, runner=runner,
+    catalogs.start()
+    return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
                     llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
                     sweeper=sweeper,

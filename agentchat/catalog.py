@@ -9,16 +9,25 @@ A broken file is refused at load with a message naming the file, the tool and th
 
 from __future__ import annotations
 
+import hashlib
 import string
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agentchat.errors import CatalogError
+from agentchat.patterns import check_schema
 from agentchat.words import Lang, clean_text, object_label, safe_name
 
 Risk = Literal["read", "write", "destructive"]
@@ -97,10 +106,7 @@ class Tool(BaseModel):
     def _args_is_object_schema(cls, v: dict[str, Any]) -> dict[str, Any]:
         if v.get("type") != "object":
             raise ValueError("must be a JSON schema with type: object")
-        try:
-            jsonschema.Draft202012Validator.check_schema(v)
-        except jsonschema.SchemaError as e:
-            raise ValueError(f"not a valid JSON schema: {e.message}") from None
+        check_schema(v)  # its patterns must compile in RE2 (linear time), too
         return v
 
     @model_validator(mode="after")
@@ -248,6 +254,12 @@ class Catalog(BaseModel):
     version: int = 1
     environments: list[str] = Field(min_length=1)
     tools: list[Tool] = Field(min_length=1)
+    # The file's revision (`catalog_revision`), set by `parse_catalog`; empty when built in code.
+    _revision: str = PrivateAttr(default="")
+
+    @property
+    def revision(self) -> str:
+        return self._revision
 
     @model_validator(mode="after")
     def _references(self) -> Catalog:
@@ -315,21 +327,39 @@ def _describe(path: Path, raw: Any, err: ValidationError) -> str:
     return "; ".join(lines)
 
 
+def catalog_revision(data: bytes) -> str:
+    """A catalog file's revision: its bytes' sha256, 16 hex digits. The agent sends it with
+    every check and the sidecar answers only for the revision it serves (protocol §6)."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
 def load_catalog(path: Path | str) -> Catalog:
     """Read and validate a catalog file; CatalogError names the file, tool and field."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except OSError as e:
         raise CatalogError(f"{path}: cannot read the catalog: {e.strerror}") from None
+    return parse_catalog(data, path)
+
+
+def parse_catalog(data: bytes, path: Path | str) -> Catalog:
+    """A catalog from a file's bytes (read once: its revision is of exactly these bytes)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}: not UTF-8") from None
     except yaml.YAMLError as e:
         raise CatalogError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise CatalogError(f"{path}: the catalog must be a mapping with `tools`")
     try:
-        return Catalog.model_validate(raw)
+        catalog = Catalog.model_validate(raw)
     except ValidationError as e:
         raise CatalogError(_describe(path, raw, e)) from None
+    catalog._revision = catalog_revision(data)
+    return catalog
 
 
 @lru_cache(maxsize=8)

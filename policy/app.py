@@ -67,6 +67,9 @@ class CheckBody(BaseModel):
     tool: str = Field(min_length=1, max_length=100)
     arguments: dict[str, Any] = Field(default_factory=dict)
     context: CheckContext = Field(default_factory=CheckContext)
+    # The catalog revision the caller validated the arguments with and will build the request
+    # from (agentchat.catalog.catalog_revision); another than the one served is refused (409).
+    catalog_revision: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")
 
 
 class BatchBody(BaseModel):
@@ -205,6 +208,12 @@ class Sidecar:
     def _check(self, service: Principal, user: Principal | TokenError, body: CheckBody,
                started: float) -> Decision:
         snapshot = self.store.snapshot  # read once: this request sees one whole policy
+        if (snapshot is not None and body.catalog_revision is not None
+                and body.catalog_revision != snapshot.catalog.revision):
+            # Judged under one catalog, built under another: the path or method may differ.
+            raise Refused(409, ErrorCode.POLICY_UNAVAILABLE,
+                          f"catalog revision {body.catalog_revision}; the sidecar serves "
+                          f"{snapshot.catalog.revision}")
         req = CheckRequest(body.request_id, body.environment, body.tool, body.arguments,
                            untrusted=body.context.untrusted)
         if snapshot is None:  # unreachable after admit(); kept so no path can answer allow

@@ -21,7 +21,7 @@ from typing import Any
 
 from watchfiles import awatch
 
-from agentchat.catalog import Catalog, load_catalog
+from agentchat.catalog import Catalog, catalog_revision, parse_catalog
 from agentchat.errors import CatalogError, LocalError
 
 from .policy_tests import TestReport, run_policy_tests
@@ -45,13 +45,14 @@ def build_snapshot(policy_dir: Path, catalog_path: Path,
     """Read, validate and compile a policy folder against a catalog and run its tests (from
     `tests_dir` when given, else the folder's tests/)."""
     try:
-        catalog_digest = hashlib.sha256(Path(catalog_path).read_bytes()).hexdigest()
+        data = Path(catalog_path).read_bytes()  # once: the revision is of what is parsed
     except OSError as e:
         raise ReloadError(f"{catalog_path}: cannot read the catalog: {e.strerror}") from None
+    catalog_digest = catalog_revision(data)
     try:
         catalog = _CATALOGS.get(catalog_digest)
         if catalog is None:
-            catalog = load_catalog(catalog_path)
+            catalog = parse_catalog(data, catalog_path)
             if len(_CATALOGS) >= 4:
                 _CATALOGS.clear()
             _CATALOGS[catalog_digest] = catalog

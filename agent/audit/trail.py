@@ -29,6 +29,7 @@ from agentchat.agent.audit.chain import args_digest
 from agentchat.agent.audit.store import CallRef, Entry
 from agentchat.agent.storage.db import Db
 from agentchat.catalog import Catalog
+from agentchat.catalog_source import CatalogSource
 
 MAX_TEXT = 500  # prompts and errors: what a reader needs, not whole outputs
 
@@ -47,10 +48,14 @@ def cut_text(value: Any) -> str | None:
 class AuditTrail:
     """The agent's handle on the trail: the switch, the catalog (which calls), the pool."""
 
-    def __init__(self, *, db: Db, catalog: Catalog, enabled: bool = True) -> None:
+    def __init__(self, *, db: Db, catalogs: CatalogSource, enabled: bool = True) -> None:
         self.db = db
-        self.catalog = catalog
+        self.catalogs = catalogs
         self.enabled = enabled
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.catalogs.current()
 
     def audited(self, tool: str) -> bool:
         known = self.catalog.get(tool)

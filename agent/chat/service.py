@@ -37,7 +37,7 @@ from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import confirmations, conversations, leases, runs
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db, connection, not_found
-from agentchat.catalog import Catalog
+from agentchat.catalog_source import CatalogSource
 from agentchat.db import conversation_lock
 from agentchat.errors import AgentChatError, ErrorCode, TokenError
 from agentchat.identity import Principal, TokenVerifier
@@ -49,7 +49,7 @@ TRACER = trace.get_tracer("agentchat.agent")
 class ChatService:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
                  verifier: TokenVerifier, tools: TurnToolChooser, policy: PolicyClient,
-                 catalog: Catalog, limits: UserLimits, hub: RunHub,
+                 catalogs: CatalogSource, limits: UserLimits, hub: RunHub,
                  listener: RunListener, audit: AuditTrail | None = None) -> None:
         self.settings = settings
         self.audit = audit
@@ -57,7 +57,7 @@ class ChatService:
         self.listener = listener
         self.limits = limits
         self.policy = policy
-        self.catalog = catalog
+        self.catalogs = catalogs
         self.pool = pool
         self.runner = runner
         self.verifier = verifier
@@ -402,7 +402,8 @@ class ChatService:
     async def _recheck(self, card: dict[str, Any], token: str,
                        conversation_id: str) -> dict[str, Any]:
         """The sidecar's decision now on the card's call (same tool, arguments, context)."""
-        tool = self.catalog.get(str(card.get("tool_name")))
+        catalog = self.catalogs.current()  # the revision of now, as the check's token is
+        tool = catalog.get(str(card.get("tool_name")))
         args = card.get("tool_args") or {}
         if tool is None:
             return {"decision": "deny", "required_role": None, "alternatives": []}
@@ -411,7 +412,8 @@ class ChatService:
         taint = context_taint(state.values.get("messages", []),
                               ((last or {}).get("plan") or {}).get("uicontext"))
         decision = await self.policy.check_call(user_jwt=token, tool=tool, arguments=args,
-                                                untrusted=taint is not None)
+                                                untrusted=taint is not None,
+                                                catalog_revision=catalog.revision)
         return {**decision, "untrusted_source": taint}
 
 

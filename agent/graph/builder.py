@@ -60,12 +60,14 @@ from agentchat.agent.graph.offline.rules import TurnContext
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.taint import context_taint, own_result, taint_reason
 from agentchat.agent.graph.tool_runtime import (
+    CATALOG_CHANGED,
     INVALID_ARGUMENTS,
     ToolRuntime,
     refusal_event,
     tool_title,
 )
 from agentchat.catalog import Catalog
+from agentchat.catalog_source import CatalogSource
 from agentchat.errors import AgentChatError, ErrorCode, error_body
 from agentchat.tool_request import InvalidArguments, validate_arguments
 from agentchat.words import Lang, pick
@@ -101,6 +103,7 @@ class AgentState(TypedDict, total=False):
     approved: list[str]                   # call ids the tools node runs
     approved_keys: dict[str, str]         # call_id -> Idempotency-Key (confirm_id if carded)
     approved_decisions: dict[str, str]    # call_id -> decision_id in force (a re-check's)
+    approved_revisions: dict[str, str]    # call_id -> the catalog revision it was judged under
     halt: dict[str, Any] | None           # an error that ends the turn (FORBIDDEN)
     # Written by versions before issue 31 (untrusted per turn); read by none: the taint is
     # the context's (agent/graph/taint.py).
@@ -127,11 +130,16 @@ class TurnRuntime:
 
 @dataclass
 class GraphDeps:
-    catalog: Catalog
+    catalogs: CatalogSource
     llm: BaseChatModel
     policy: PolicyClient
     tools: ToolRuntime
     audit: AuditTrail | None = None  # None: no trail (AGENTCHAT_AGENT_AUDIT=false)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog as now (it reloads); a gate and its call use one revision, read once."""
+        return self.catalogs.current()
 
 
 def confirm_id_for(conversation_id: str, call_id: str) -> str:
@@ -259,12 +267,14 @@ class Nodes:
             c["name"] for c in ctx.prefetch}
         trail: list[Entry] = []
         taint = context_taint(state.get("messages", []), ctx.turn.uicontext)
+        catalog = self.deps.catalog  # one revision for every check of this pass
         try:
             for call in ai.tool_calls:
                 call_id = call["id"] or ""
                 if call_id not in decisions:
                     try:
-                        decisions[call_id] = await self._gate_call(call, offered, ctx, taint)
+                        decisions[call_id] = await self._gate_call(call, offered, ctx, taint,
+                                                                   catalog)
                     except AgentChatError as e:
                         trail += self._audit_not_run(ctx, call, "policy_unavailable"
                                                      if e.code is ErrorCode.POLICY_UNAVAILABLE
@@ -273,7 +283,7 @@ class Nodes:
                     trail += self._audit_decision(ctx, call, decisions[call_id], taint)
                 d = decisions[call_id]
                 if d["decision"] == REFUSED:
-                    title = tool_title(self.deps.catalog, call["name"], ctx.lang)
+                    title = tool_title(catalog, call["name"], ctx.lang)
                     writer({"type": "tool_start", "tool": call["name"], "title": title,
                             "call_id": call_id, "input": call["args"]})
                     writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}",
@@ -305,10 +315,10 @@ class Nodes:
         return [ref.entry("not_run", {"reason": reason, "detail": cut_text(detail)}, once=True)]
 
     async def _gate_call(self, call: Any, offered: set[str], ctx: TurnRuntime,
-                         taint: str | None) -> dict[str, Any]:
+                         taint: str | None, catalog: Catalog) -> dict[str, Any]:
         """Our own checks, then the sidecar's, on exactly the arguments that would be sent;
         in an untrusted context a write the sidecar lets run without a card gets one."""
-        tool = self.deps.catalog.get(call["name"])
+        tool = catalog.get(call["name"])
         if tool is None or call["name"] not in offered:
             return _refused(f"the tool {call['name']!r} was not offered in this turn")
         try:
@@ -316,7 +326,8 @@ class Nodes:
         except InvalidArguments as e:
             return _refused(f"invalid arguments: {e}")
         d = await self.deps.policy.check_call(user_jwt=ctx.user_jwt, tool=tool, arguments=args,
-                                              untrusted=taint is not None)
+                                              untrusted=taint is not None,
+                                              catalog_revision=catalog.revision)
         if d.get("decision") == "deny" and d.get("reason_code") == INVALID_ARGUMENTS:
             return _refused(f"invalid arguments: {d.get('detail') or 'refused by the policy'}")
         if taint is not None and tool.risk != "read" and d.get("decision") == "allow":
@@ -359,6 +370,7 @@ class Nodes:
         return Command(goto=goto, update={"approved": verdicts.approved,
                                           "approved_keys": verdicts.keys,
                                           "approved_decisions": verdicts.decision_ids,
+                                          "approved_revisions": verdicts.revisions,
                                           "messages": verdicts.refused})
 
     async def _audit_refusals(self, ctx: TurnRuntime, ai: AIMessage,
@@ -388,11 +400,18 @@ class Nodes:
         keys = state.get("approved_keys", {})
         decided = state.get("decisions", {})
         in_force = state.get("approved_decisions", {})
+        judged = state.get("approved_revisions", {})
+        catalog = self.deps.catalog  # read once: every request of this pass from one revision
         results: list[ToolMessage] = []
         halt = None
         for call in ai.tool_calls:
             call_id = call["id"] or ""
             if call_id not in state.get("approved", []):
+                continue
+            if judged.get(call_id) != catalog.revision:
+                # The catalog changed after the sidecar judged this call (a path or method may
+                # differ now): nothing is built from a revision it did not judge.
+                results.append(await self._catalog_changed(ctx, call, writer))
                 continue
             if halt is not None:
                 results.append(_refusal(call, "not run: the ss-tools API refused this turn"))
@@ -402,7 +421,7 @@ class Nodes:
             decision_id = in_force.get(call_id) or decided.get(call_id, {}).get("decision_id")
             try:
                 outcome = await self.deps.tools.run(
-                    tool_name=call["name"], call_id=call_id, args=call["args"],
+                    catalog=catalog, tool_name=call["name"], call_id=call_id, args=call["args"],
                     user_jwt=ctx.user_jwt, idempotency_key=keys.get(call_id), emit=writer,
                     lang=ctx.lang, decision_id=decision_id)
             except asyncio.CancelledError:
@@ -431,6 +450,17 @@ class Nodes:
         goto: Literal["model", "__end__"] = "__end__" if halt else "model"
         return Command(goto=goto,
                        update={"messages": results, "approved": [], "halt": halt})
+
+    async def _catalog_changed(self, ctx: TurnRuntime, call: Any,
+                               writer: Callable[[Any], None]) -> ToolMessage:
+        text = "not run: the tool catalog changed after this call was checked; ask again"
+        title = tool_title(self.deps.catalog, call["name"], ctx.lang)
+        writer({"type": "tool_start", "tool": call["name"], "title": title,
+                "call_id": call["id"], "input": call["args"]})
+        writer(refusal_event(call["name"], call["id"] or "", text, title, CATALOG_CHANGED))
+        await self._audit(ctx, call, "not_run", {"reason": "policy_unavailable",
+                                                 "detail": "catalog_changed"})
+        return _refusal(call, text)
 
     async def _audit(self, ctx: TurnRuntime, call: Any, stage: str,
                      detail: dict[str, Any]) -> None:
@@ -483,15 +513,19 @@ class _Verdicts:
     approved: list[str] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)  # call_id -> Idempotency-Key
     decision_ids: dict[str, str] = field(default_factory=dict)  # call_id -> decision in force
+    revisions: dict[str, str] = field(default_factory=dict)  # call_id -> catalog revision judged
     refused: list[ToolMessage] = field(default_factory=list)
     reasons: dict[str, tuple[str, str]] = field(default_factory=dict)  # the audit's words
     expired: bool = False
 
-    def approve(self, call_id: str, key: str, decision_id: Any = None) -> None:
+    def approve(self, call_id: str, key: str, decision: dict[str, Any]) -> None:
+        """`decision`: the one in force (a confirmed card's re-check, else the check)."""
         self.approved.append(call_id)
         self.keys[call_id] = key
-        if isinstance(decision_id, str):
-            self.decision_ids[call_id] = decision_id
+        if isinstance(decision.get("decision_id"), str):
+            self.decision_ids[call_id] = decision["decision_id"]
+        if isinstance(decision.get("catalog_revision"), str):
+            self.revisions[call_id] = decision["catalog_revision"]
 
     def refuse(self, call: Any, text: str, reason: str,
                message: ToolMessage | None = None) -> None:
@@ -537,14 +571,13 @@ def _confirm_call(call: Any, d: dict[str, Any], words: _CardWords, out: _Verdict
         out.refuse(call, f"not run: {d.get('detail')}", "refused")
         return
     if d.get("decision") == "allow":
-        out.approve(call_id, idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id),
-                    d.get("decision_id"))
+        out.approve(call_id, idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id), d)
         return
     cid = confirm_id_for(ctx.conversation_id, call_id)
     asked = d
     d, result, in_force = _ask(cid, words, call, d)
     if d.get("decision") == "allow_with_confirmation" and result == "confirmed":
-        out.approve(call_id, cid, in_force.get("decision_id"))
+        out.approve(call_id, cid, in_force)
     elif result == "expired":
         out.refuse(call, EXPIRED, "expired")
         out.expired = True

@@ -36,11 +36,14 @@ class PolicyClient:
         self.http = http
 
     async def check(self, *, user_jwt: str, tool: str, arguments: dict[str, Any],
-                    environment: str | None, untrusted: bool = False) -> dict[str, Any]:
+                    environment: str | None, untrusted: bool = False,
+                    catalog_revision: str | None = None) -> dict[str, Any]:
         """The sidecar's decision; raises UNAUTHORIZED, INVALID_REQUEST or POLICY_UNAVAILABLE.
 
         `arguments` must be the validated ones the request will be built from (the gate checks
-        exactly what runs); `untrusted` says ss-tools output has entered this turn's context.
+        exactly what runs); `untrusted` says the model's context is untrusted; the sidecar
+        answers only for `catalog_revision` (the catalog the arguments were validated with),
+        else 409, which is POLICY_UNAVAILABLE here. The decision carries the revision.
         """
         with TRACER.start_as_current_span("agentchat.policy.check", attributes={
                 "agentchat.tool": tool, "agentchat.environment": environment or "",
@@ -49,7 +52,8 @@ class PolicyClient:
             started = time.monotonic()
             try:
                 decision = await self._ask(user_jwt=user_jwt, tool=tool, arguments=arguments,
-                                           environment=environment, untrusted=untrusted)
+                                           environment=environment, untrusted=untrusted,
+                                           catalog_revision=catalog_revision)
             except AgentChatError as e:
                 # A refused user token is the sidecar's deny; a malformed call is no decision.
                 if e.code in FAILED_OUTCOMES:
@@ -61,12 +65,15 @@ class PolicyClient:
                 POLICY_LATENCY.observe(time.monotonic() - started)
             POLICY_DECISIONS.labels(OUTCOMES[decision["decision"]]).inc()
             _describe(span, decision)
-            return decision
+            return {**decision, "catalog_revision": catalog_revision}
 
     async def _ask(self, *, user_jwt: str, tool: str, arguments: dict[str, Any],
-                   environment: str | None, untrusted: bool) -> dict[str, Any]:
+                   environment: str | None, untrusted: bool,
+                   catalog_revision: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"request_id": str(uuid.uuid4()), "environment": environment,
                                 "tool": tool, "arguments": arguments}
+        if catalog_revision:
+            body["catalog_revision"] = catalog_revision
         if untrusted:
             body["context"] = {"untrusted": True}
         for attempt in (1, 2):
@@ -100,11 +107,12 @@ class PolicyClient:
         raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")
 
     async def check_call(self, *, user_jwt: str, tool: Tool, arguments: dict[str, Any],
-                         untrusted: bool) -> dict[str, Any]:
-        """`check` for one catalog tool's call: the environment is the call's own argument."""
+                         untrusted: bool, catalog_revision: str) -> dict[str, Any]:
+        """`check` for one catalog tool's call: the environment is the call's own argument;
+        `catalog_revision` is that of the catalog `tool` comes from."""
         return await self.check(user_jwt=user_jwt, tool=tool.name, arguments=arguments,
                                 environment=tool.environments_of(arguments)[0],
-                                untrusted=untrusted)
+                                untrusted=untrusted, catalog_revision=catalog_revision)
 
 
 def _describe(span: Span, decision: dict[str, Any]) -> None:

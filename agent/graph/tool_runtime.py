@@ -38,6 +38,7 @@ from agentchat.words import Lang, pick
 TRACER = trace.get_tracer("agentchat.agent")
 TRANSIENT = {502, 503, 504}
 INVALID_ARGUMENTS = "invalid_arguments"
+CATALOG_CHANGED = "catalog_changed"
 Emit = Callable[[dict[str, Any]], None]
 
 
@@ -50,11 +51,15 @@ def tool_title(catalog: Catalog, tool: str, lang: Lang) -> str:
     return known.title_in(lang)
 
 
-def refusal_event(tool: str, call_id: str, error: str, title: str) -> dict[str, Any]:
-    """The one outcome of a call refused before anything was sent (docs/protocol.md §10)."""
+def refusal_event(tool: str, call_id: str, error: str, title: str,
+                  reason: str = INVALID_ARGUMENTS) -> dict[str, Any]:
+    """The one outcome of a call refused before anything was sent (docs/protocol.md §2): its
+    arguments (`invalid_arguments`), or the catalog changed after its check
+    (`catalog_changed`, retryable: asked again, it is judged under the new revision)."""
     return {"type": "tool_error", "tool": tool, "title": title, "call_id": call_id,
-            "error": error, "code": str(ErrorCode.TOOL_FAILURE), "reason": INVALID_ARGUMENTS,
-            "retryable": False, "retry_count": 0, "retry_exhausted": False, "timeout": False}
+            "error": error, "code": str(ErrorCode.TOOL_FAILURE), "reason": reason,
+            "retryable": reason == CATALOG_CHANGED, "retry_count": 0, "retry_exhausted": False,
+            "timeout": False}
 
 
 @dataclass
@@ -94,27 +99,29 @@ def trim(value: Any, limit: int) -> Any:
 
 
 class ToolRuntime:
-    def __init__(self, *, catalog: Catalog, base_url: str, tokens: ServiceTokenProvider,
+    def __init__(self, *, base_url: str, tokens: ServiceTokenProvider,
                  http: httpx.AsyncClient, max_output_chars: int = 4000,
                  backoff_s: float = 1.0) -> None:
-        self.catalog = catalog
         self.base_url = base_url.rstrip("/")
         self.tokens = tokens
         self.http = http
         self.max_output_chars = max_output_chars
         self.backoff_s = backoff_s
 
-    async def run(self, *, tool_name: str, call_id: str, args: dict[str, Any], user_jwt: str,
-                  idempotency_key: str | None, emit: Emit, lang: Lang = "ru",
+    async def run(self, *, catalog: Catalog, tool_name: str, call_id: str, args: dict[str, Any],
+                  user_jwt: str, idempotency_key: str | None, emit: Emit, lang: Lang = "ru",
                   decision_id: str | None = None) -> ToolOutcome:
-        tool = self.catalog.get(tool_name)
+        """One call, its request built from `catalog`: the revision its decision was judged
+        under (agent/graph/builder.py checks that before it runs anything)."""
+        tool = catalog.get(tool_name)
         env = tool.environments_of(args)[0] if tool is not None else None
         with TRACER.start_as_current_span("agentchat.tool", attributes={
                 "agentchat.tool": tool_name if tool is not None else "unknown",
-                "agentchat.environment": env if env in self.catalog.environments else "",
+                "agentchat.environment": env if env in catalog.environments else "",
                 "agentchat.decision_id": decision_id or ""}) as span:
             started = time.monotonic()
-            outcome = await self._run(tool_name=tool_name, call_id=call_id, args=args,
+            outcome = await self._run(catalog=catalog, tool_name=tool_name, call_id=call_id,
+                                      args=args,
                                       user_jwt=user_jwt, idempotency_key=idempotency_key,
                                       emit=emit, lang=lang, decision_id=decision_id)
             outcome.duration_ms = int((time.monotonic() - started) * 1000)
@@ -122,11 +129,11 @@ class ToolRuntime:
                    time.monotonic() - started)
             return outcome
 
-    async def _run(self, *, tool_name: str, call_id: str, args: dict[str, Any], user_jwt: str,
-                   idempotency_key: str | None, emit: Emit, lang: Lang,
-                   decision_id: str | None) -> ToolOutcome:
-        tool = self.catalog.get(tool_name)
-        title = tool_title(self.catalog, tool_name, lang)
+    async def _run(self, *, catalog: Catalog, tool_name: str, call_id: str,
+                   args: dict[str, Any], user_jwt: str, idempotency_key: str | None, emit: Emit,
+                   lang: Lang, decision_id: str | None) -> ToolOutcome:
+        tool = catalog.get(tool_name)
+        title = tool_title(catalog, tool_name, lang)
         emit({"type": "tool_start", "tool": tool_name, "title": title, "call_id": call_id,
               "input": args})
         if tool is None:

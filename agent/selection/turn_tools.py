@@ -15,6 +15,7 @@ from agentchat.agent.selection.context import resolve_dashboard_refs
 from agentchat.agent.selection.selector import get_tools_for_query, selector_for
 from agentchat.agent.settings import AgentSettings
 from agentchat.catalog import Catalog
+from agentchat.catalog_source import CatalogSource
 
 log = logging.getLogger("agentchat.agent.selection.selector")
 PREFETCH_TOOL = "get_dashboard"
@@ -33,10 +34,16 @@ class TurnToolChooser:
     tools offered to the model, through `get_tools_for_query`. Built once at start, when the
     selector for these settings is built and its tool vectors computed."""
 
-    def __init__(self, settings: AgentSettings, catalog: Catalog) -> None:
+    def __init__(self, settings: AgentSettings, catalogs: CatalogSource) -> None:
         self.settings = settings
-        self.catalog = catalog
-        selector_for(settings=settings, catalog=catalog)
+        self.catalogs = catalogs
+        selector_for(settings=settings, catalog=catalogs.current())
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog as reloaded (a new revision's tool vectors are computed on its first
+        turn, in the selection's worker thread)."""
+        return self.catalogs.current()
 
     def choose(self, text: str, uicontext: dict[str, Any] | None,
                env_id: str | None = None) -> TurnTools:
