@@ -66,7 +66,7 @@ class OrphanSweeper:
             interval = self.lease_s
             if self.upload_expiry_s is not None:
                 try:
-                    if n := sweep_uploads(self.upload_expiry_s):
+                    if n := await asyncio.to_thread(sweep_uploads, self.upload_expiry_s):
                         log.info("deleted %s expired uploads", n)
                 except OSError:  # the upload folder unreadable: the next interval tries again
                     log.warning("the upload sweep failed; retrying at the next interval")

@@ -22,7 +22,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from gradio.data_classes import DeveloperPath, UserProvidedPath
+from gradio.exceptions import InvalidPathError
+from gradio.utils import safe_join
+from gradio_client.utils import strip_invalid_filename_characters
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.datastructures import Headers
@@ -213,6 +218,20 @@ def check(room: Room, files: int, size: int, part: int, limits: UploadLimits | N
         raise UploadRefused(413, f"over the upload quota: {room.bytes // 1024} KB more allowed")
 
 
+def storable(filename: str) -> bool:
+    """Whether Gradio can store a part under this name (route_utils.upload_fn's own steps): a
+    name it refuses fails the whole request after the parts are on disk, and leaves them there,
+    owned by no one."""
+    if not filename:
+        return True  # Gradio names it tmp…
+    name = strip_invalid_filename_characters(Path(filename).name)
+    try:
+        safe_join(DeveloperPath("/"), UserProvidedPath(name))
+    except InvalidPathError:
+        return False
+    return name not in ("", ".")  # the hash folder itself: the file would land beside it
+
+
 def _within(room: Room, length: int, limits: UploadLimits) -> None:
     """A body this long could not fit the room left, whatever its framing."""
     if length > room.bytes + FRAMING_BYTES:
@@ -259,6 +278,8 @@ async def read_within(receive: Receive, headers: Headers, room: Room,
         if n.in_file:
             if opts.get(b"name") != b"files":  # Gradio keeps only these, and leaves the rest
                 raise UploadRefused(400, "files go in the multipart field `files`")
+            if not storable(opts[b"filename"].decode("latin-1")):
+                raise UploadRefused(400, "a file name that cannot be stored")
             n.sizes.append(0)
             check(room, len(n.sizes), n.size, 0, limits)
 

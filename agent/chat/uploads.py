@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import stat
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -89,8 +90,19 @@ def delete_uploads(keys: list[str]) -> int:
 
 
 def sweep_uploads(expiry_s: float) -> int:
-    """The sweeper's part (agent/chat/recovery.py): uploads unused for `expiry_s`, deleted."""
-    return delete_uploads(OWNERS.expired(expiry_s))
+    """The sweeper's part (agent/chat/recovery.py; blocking, call it in a thread): uploads
+    unused for `expiry_s`, deleted; and files no one here owns (left from before a restart,
+    which the emptyDir outlives) once their mtime, the last use (read_upload), is as old."""
+    deleted = delete_uploads(OWNERS.expired(expiry_s))
+    root, cutoff = upload_folder(), time.time() - expiry_s
+    for parent, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(parent, name)
+            key = os.path.relpath(path, root)
+            with contextlib.suppress(OSError):
+                if not OWNERS.known(key) and os.lstat(path).st_mtime < cutoff:
+                    deleted += delete_uploads([key])
+    return deleted
 
 
 def forget_conversation(conversation_id: str, sub: str) -> int:
@@ -115,6 +127,8 @@ def read_upload(path: str, key: str, limit: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise RefusedFile("a file is not a regular file")
+        with contextlib.suppress(OSError):
+            os.utime(fd)  # its last use, on disk: the sweeper's clock for a file it forgot
         if st.st_size > limit:
             raise RefusedFile(f"a file is over {limit // 1024} KB")
         chunks, left = [], limit + 1

@@ -36,7 +36,7 @@ def test_uploads_get_their_own_volume_and_the_cap_under_it() -> None:
     # ¾ of the volume: the agent's own default, so a chart and a bare process agree.
     assert env["AGENTCHAT_AGENT_UPLOAD_BYTES_PER_REPLICA"] == str(48 << 20)
     assert AgentSettings.model_fields["upload_bytes_per_replica"].default == 48 << 20
-    others = [c for c in [*pod.get("initContainers", []), *pod["containers"][1:]]]
+    others = [*pod.get("initContainers", []), *pod["containers"][1:]]
     assert all(m["name"] != "uploads" for c in others for m in c.get("volumeMounts", [])), (
         "the sidecar never sees the uploads")
 

@@ -107,6 +107,21 @@ def test_one_request_with_50_files_is_refused_before_anything_is_written(
     assert len(stored(folder(stack))) == before + 5
 
 
+def test_parts_gradio_would_leave_behind_are_refused(stack: Stack) -> None:
+    """A name Gradio cannot store fails its request after the parts are on disk, and a file in
+    another field is never moved: both would stay in the folder, owned by no one."""
+    token = fresh(stack)
+    url = stack.agent.url + "/api/agent/gradio/gradio_api/upload"
+    headers = {"Authorization": f"Bearer {token}"}
+    before = len(stored(folder(stack)))
+    answers = [httpx.post(url, headers=headers, files=files, timeout=30) for files in (
+        [("files", f) for f in [*texts(2), ("..", b"x" * 100)]],
+        [("other", f) for f in texts(3)])]
+    assert len(stored(folder(stack))) == before, "nothing left in the upload folder"
+    for resp in answers:
+        refused(resp, 400)
+
+
 def test_many_requests_stop_at_the_users_quota(stack: Stack) -> None:
     token = fresh(stack)
     before = len(stored(folder(stack)))
@@ -159,6 +174,23 @@ def test_deleting_a_conversation_deletes_its_uploads(stack: Stack) -> None:
     assert kept.exists(), "an upload it did not use stays"
     again = say(stack.agent, token, {"text": "ещё раз", "files": [filedata(str(used))]})
     assert again.last.get("code") == "INVALID_REQUEST", again.types()
+
+
+def test_files_left_from_before_a_restart_are_swept(stack: Stack, tmp_path: Path) -> None:
+    """The pod's emptyDir outlives a container restart, the owner map does not: files no one
+    owns are deleted once unused (their mtime) for the expiry; recent ones stay."""
+    where = tmp_path / "gradio"
+    old, recent = where / ("a" * 64) / "old.txt", where / ("b" * 64) / "recent.txt"
+    for p in (old, recent):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"left by the previous process")
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    agent = stack.start_agent(GRADIO_TEMP_DIR=str(where), AGENTCHAT_AGENT_UPLOAD_EXPIRY_S="60")
+    try:
+        wait_for(lambda: not old.exists(), "the sweeper deletes the forgotten file", 30)
+        assert recent.exists()
+    finally:
+        agent.stop()
 
 
 def test_unused_uploads_expire_and_free_the_quota(stack: Stack, tmp_path: Path) -> None:
