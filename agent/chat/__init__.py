@@ -10,9 +10,10 @@
     join.py     action "join": a run's events after last_seq, then live (LISTEN or polling)
     inputs.py   the seven inputs and their limits (docs/protocol.md §1)
     uploads.py  files only from Gradio's uploads, and the guard on its upload and file routes
+    upload_quota.py  who holds which upload, the quotas on the upload route, their expiry
     limits.py   per-user limits (RATE_LIMITED)
     turns.py    TurnRunner: a turn as a server-side task that outlives the connection
-    recovery.py the sweeper of turns whose process died
+    recovery.py the sweeper of turns whose process died (and of expired uploads)
 
 May import: graph, selection, storage, agentchat. Imported by: wiring, main, api.
 """
