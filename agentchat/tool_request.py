@@ -22,6 +22,7 @@ import jsonschema
 
 from agentchat.catalog import Tool
 from agentchat.errors import ErrorCode, LocalError
+from agentchat.patterns import ArgumentsValidator
 
 # Refused in a path segment even when the schema would admit it: anything that could leave
 # the segment or be decoded into something else on the way.
@@ -43,16 +44,17 @@ class ToolRequest:
     body: dict[str, Any] | None
 
 
-def _validator(tool: Tool) -> jsonschema.Draft202012Validator:
-    # Built once per tool object (the catalog is immutable once loaded).
+def _validator(tool: Tool) -> jsonschema.protocols.Validator:
+    # Built once per tool object (the catalog is immutable once loaded); its `pattern`s run in
+    # RE2, linear in the model's text (agentchat/patterns.py).
     cached = _VALIDATORS.get(id(tool))
     if cached is None or cached[0] is not tool:
-        cached = (tool, jsonschema.Draft202012Validator(tool.args))
+        cached = (tool, ArgumentsValidator(tool.args))
         _VALIDATORS[id(tool)] = cached
     return cached[1]
 
 
-_VALIDATORS: dict[int, tuple[Tool, jsonschema.Draft202012Validator]] = {}
+_VALIDATORS: dict[int, tuple[Tool, jsonschema.protocols.Validator]] = {}
 
 
 def validate_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:

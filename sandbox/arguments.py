@@ -16,6 +16,7 @@ from fastapi import Request
 
 from agentchat.catalog import Tool
 from agentchat.errors import ErrorCode, LocalError
+from agentchat.patterns import ArgumentsValidator
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 MAX_BODY_BYTES = 64 * 1024
@@ -53,7 +54,7 @@ class ArgumentReader:
     def __init__(self, tool: Tool) -> None:
         self.tool = tool
         self.properties: dict[str, Any] = tool.args.get("properties", {})
-        self.validator = jsonschema.Draft202012Validator(tool.args)
+        self.validator = ArgumentsValidator(tool.args)  # patterns in RE2, as the agent's
 
     async def read(self, request: Request) -> dict[str, Any]:
         raw: dict[str, Any] = dict(request.path_params)

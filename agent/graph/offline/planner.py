@@ -206,7 +206,10 @@ class OfflinePlanner(BaseChatModel):
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in _chunks(self.plan(messages, kwargs.get("tools", []))):
+        # Planning is CPU work on the user's text: in a worker thread, like tool selection, so
+        # one message never holds the event loop (every stream on the replica, /livez).
+        plan = await asyncio.to_thread(self.plan, messages, kwargs.get("tools", []))
+        for chunk in _chunks(plan):
             if self.token_delay_s and chunk.text:
                 await asyncio.sleep(self.token_delay_s)
             if run_manager and chunk.text:

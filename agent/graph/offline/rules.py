@@ -24,7 +24,10 @@ _ENV_RE = re.compile(
     r"продуктив\w*|прод\w*|стейдж\w*|дев|тест\w*|бой\w*|разработк\w*)(?![\w-])"
 )
 _CONTEXT_RE = re.compile(r"\b(этот|эту|это|этого|этом|текущ\w*|данн\w+|this|current|it)\b")
-_SPLIT_RE = re.compile(r"\s*(?:;|\.\s|,?\s+(?:и|а потом|потом|затем|then|and|also)\s+)\s*")
+# Linear time on any text (issue 31): a whitespace run is only entered at its start
+# (`(?<!\s)`) and never given back (possessive), so no two quantifiers share its spaces; the
+# spaces a separator leaves around a clause are stripped by `clauses`.
+_SPLIT_RE = re.compile(r"(?:;|\.\s|,?(?<!\s)\s++(?:и|а потом|потом|затем|then|and|also)\s)\s*+")
 _NUM_RE = re.compile(r"(?<![\w-])#?(\d{1,9})(?![\w-])")
 _TASK_RE = re.compile(r"\b(task-[0-9a-z-]+|[0-9a-f]{8}-[0-9a-f-]{27})\b")
 CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
@@ -45,7 +48,8 @@ INTENTS: list[tuple[str, str, str | None]] = [
     ("refresh_dataset", r"обнови|обновить|refresh|reload|перечита", r"датасет|dataset|набор"),
     ("superset_explore_database", r"исследу|explore|таблиц|tables|колонк|columns|схем", None),
     ("list_databases", r"\bбаз[аыу]?\b|\bбд\b|databases?|подключени", None),
-    ("search_datasets", r"датасет|dataset|набор\w* данных", None),
+    # `\b`: one try per word, not one per "набор" inside a long word (linear, issue 31)
+    ("search_datasets", r"датасет|dataset|\bнабор\w* данных", None),
     ("list_migrations", r"миграци|migrations", None),
     ("get_health_summary", r"здоров|состояни|health|ошибк|проблем|работает|broken|errors|статус",
      None),
@@ -103,7 +107,7 @@ def numbers_in(text: str) -> list[int]:
 
 
 def clauses(text: str) -> list[str]:
-    return [c for c in _SPLIT_RE.split(text.strip()) if c]
+    return [c for c in (part.strip() for part in _SPLIT_RE.split(text.strip())) if c]
 
 
 def intent_of(clause: str, available: set[str]) -> str | None:
