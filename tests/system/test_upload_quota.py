@@ -54,12 +54,12 @@ def fresh(stack: Stack) -> str:
     return stack.token("u-" + uuid.uuid4().hex[:10])
 
 
-def upload(url: str, token: str, files: list[tuple[str, bytes]],
-           chunked: bool = False) -> httpx.Response:
+def upload(url: str, token: str, files: list[tuple[str, bytes]], chunked: bool = False,
+           app: str = "") -> httpx.Response:
     """POST …/gradio_api/upload as the frontend does; `chunked`: no Content-Length, so only
-    counting the parts as they stream can refuse it."""
+    counting the parts as they stream can refuse it; `app`: "/page" for the page's own app."""
     headers = {"Authorization": f"Bearer {token}"}
-    url = url + "/api/agent/gradio/gradio_api/upload"
+    url = url + f"/api/agent/gradio{app}/gradio_api/upload"
     if not chunked:
         return httpx.post(url, headers=headers, files=[("files", f) for f in files], timeout=30)
     body = httpx.Request("POST", url, files=[("files", f) for f in files])
@@ -99,6 +99,7 @@ def test_one_request_with_50_files_is_refused_before_anything_is_written(
     token = fresh(stack)
     before = len(stored(folder(stack)))
     refused(upload(stack.agent.url, token, texts(50), chunked), 413)
+    refused(upload(stack.agent.url, token, texts(50), chunked, app="/page"), 413)
     refused(upload(stack.agent.url, token, [("big.txt", b"x" * 400_000)], chunked), 413)
     assert len(stored(folder(stack))) == before, "nothing of it reached the upload folder"
     # Control: the /chat limit itself (5 files) passes, from the same user.
