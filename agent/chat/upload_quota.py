@@ -248,6 +248,24 @@ class _Count:
     header: bytes = b""
 
 
+async def take(book: UploadBook, sub: str, receive: Receive, headers: Headers,
+               limits: UploadLimits) -> tuple[bytes, list[int]] | None:
+    """`read_within` under a hold of the room the body may need (its length, else all of the
+    user's room), so the bodies buffered at once stay within the replica's upload bytes too;
+    then the room its files take is reserved (the caller releases it once Gradio answered)."""
+    room = book.room(sub, limits)
+    declared = headers.get("content-length", "")
+    hold = min(int(declared), room.bytes) if declared.isdigit() else room.bytes
+    book.reserve(sub, 0, hold, limits)
+    try:
+        read = await read_within(receive, headers, room, limits)
+    finally:
+        book.release(sub, 0, hold)
+    if read is not None:
+        book.reserve(sub, len(read[1]), sum(read[1]), limits)
+    return read
+
+
 async def read_within(receive: Receive, headers: Headers, room: Room,
                       limits: UploadLimits) -> tuple[bytes, list[int]] | None:
     """The whole upload body, read into memory while its parts are counted, with the size of

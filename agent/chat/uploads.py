@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentchat.agent.api.errors import error_response
 from agentchat.agent.api.limits import replay
 from agentchat.agent.chat.limits import PerMinute
-from agentchat.agent.chat.upload_quota import UploadBook, UploadLimits, UploadRefused, read_within
+from agentchat.agent.chat.upload_quota import UploadBook, UploadLimits, UploadRefused, take
 from agentchat.agent.settings import PAGE_SUBPATH
 from agentchat.errors import AgentChatError, ErrorCode, LocalError
 
@@ -239,12 +239,10 @@ class GradioFileGuard:
             return await error_response(429, e.code, e.detail, {
                 "retry-after": str(e.retry_after or 1)})(scope, receive, send)
         try:
-            read = await read_within(receive, Headers(scope=scope),
-                                     OWNERS.room(sub, self.limits), self.limits)
+            read = await take(OWNERS, sub, receive, Headers(scope=scope), self.limits)
             if read is None:
                 return  # the client left before sending it all
             body, sizes = read
-            OWNERS.reserve(sub, len(sizes), sum(sizes), self.limits)
         except UploadRefused as e:
             # The rest of a refused body is never read: close the connection after answering.
             return await error_response(e.status, e.code, e.detail, {"connection": "close"})(
