@@ -1,11 +1,12 @@
 """Upload quotas: who owns each upload, how much each user holds, and when it expires.
 
     POST …/gradio_api/upload ─ GradioFileGuard counts it in a PerMinute (agent/chat/limits.py),
-                               then `read_within` reads the body into memory, counting the
-                               multipart parts as they stream, and refuses as soon as a limit
-                               is passed; only a body within every limit reaches Gradio (whose
-                               parser writes parts to the upload folder), its room reserved
-    the answer's paths       ─ `record`: owner, size (lstat), last use = now
+                               then `take` reads the body into memory (under a hold of the
+                               room it may need), counting the multipart parts as they stream,
+                               and refuses as soon as a limit is passed; only a body within
+                               every limit reaches Gradio (whose parser writes parts to the
+                               upload folder), its room reserved until Gradio answered
+    the answer's paths       ─ `record`: owner, size (as counted), last use = now
     /chat names a file       ─ `touch` (last use = now), `used_in` (the conversation's files)
     the sweeper              ─ `expired`: uploads unused for `upload_expiry_s`, deleted
     DELETE a conversation    ─ `forget_conversation`: its uploads, deleted
