@@ -212,8 +212,9 @@ def test_unused_uploads_expire_and_free_the_quota(stack: Stack, tmp_path: Path) 
         out = say(agent, alice, {"text": "прочитай файл", "files": [filedata(str(used))]})
         assert out.kind == "final", out.types()
         wait_for(lambda: not idle.exists(), "the sweeper deletes the idle upload", 30)
+        still = used.exists()  # read first: it cannot go before touched + expiry
         if time.monotonic() < touched + expiry:  # else the machine was too slow to tell
-            assert used.exists(), "a /chat submit's use started its expiry again"
+            assert still, "a /chat submit's use started its expiry again"
         wait_for(lambda: not used.exists(), "then the used one, once idle", 30)
         assert stored(tmp_path / "gradio") == [], "nothing left in the upload folder"
         assert upload(agent.url, alice, texts(2)).status_code == 200, "alice's quota is free"
