@@ -19,6 +19,7 @@ from agentchat.agent.api.errors import code_for_status, error_response
 from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
 from agentchat.agent.chat.blocks import PageRedirect, build_blocks, build_page_blocks
+from agentchat.agent.chat.sessions import GradioSessionGuard
 from agentchat.agent.chat.upload_quota import UploadLimits
 from agentchat.agent.chat.uploads import GradioFileGuard
 from agentchat.agent.settings import PAGE_SUBPATH, AgentSettings
@@ -57,15 +58,21 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     _install_error_handlers(app)
     mounted = _mount_gradio(app, holder, settings)
 
-    def user_of(headers: Headers) -> str | None:
+    def sub_of(token: str | None) -> str | None:
         try:
-            return holder.get().verifier.verify(bearer(headers)).sub
+            return holder.get().verifier.verify(token).sub
         except AgentChatError:
             return None
+
+    def user_of(headers: Headers) -> str | None:
+        return sub_of(bearer(headers))
 
     # The guard on the Gradio mount (see _mount_gradio): FileData and file routes.
     app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of,
                        limits=UploadLimits.from_settings(settings))
+    # Gradio's own routes act on the caller's sessions only (agent/chat/sessions.py).
+    app.add_middleware(GradioSessionGuard, mount_path=settings.mount_path, user_of=sub_of,
+                       page_open=settings.is_dev)
     # A browser opening the mount path gets the page (its own app under it).
     app.add_middleware(PageRedirect, mount_path=settings.mount_path)
 

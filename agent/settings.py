@@ -136,6 +136,9 @@ class AgentSettings(SelectionSettings):
     audit_retention_days: float = Field(default=365.0, ge=0)
     audit_prune_interval_s: float = Field(default=3600.0, gt=0)
     audit_role: str = Field(default="auditor", pattern=r"^[A-Za-z0-9_.-]+$")
+    # The key of the audit's session hashes (agent/audit/trail.py `session_ref`); unset: a
+    # random key per process. Every replica needs the same one to correlate a tab's answers.
+    audit_session_key: str | None = Field(default=None, min_length=32)
 
     db_pool_max: int = 20
 

@@ -97,7 +97,8 @@ async def build_services(settings: AgentSettings) -> Services:
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
                                                  max_keepalive_connections=50))
     tokens = ServiceTokenProvider(settings, http)
-    audit = AuditTrail(db=pool, catalogs=catalogs) if settings.audit else None
+    audit = AuditTrail(db=pool, catalogs=catalogs,
+                       session_key=settings.audit_session_key) if settings.audit else None
     deps = GraphDeps(
         catalogs=catalogs,
         llm=make_llm(settings),

@@ -74,6 +74,19 @@ class BodyLimitMiddleware:
         await refusal(scope, receive, send)
 
 
+async def read_body(receive: Receive) -> bytes:
+    """A request's whole body (the body limit, in front, has already bounded it)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
 def replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that hands the app a body already read whole, then the server's own
     messages (http.disconnect), as if nothing had read it."""

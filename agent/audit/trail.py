@@ -6,8 +6,9 @@
 - card: agent/storage/confirmations.py when the card is stored, i.e. shown (to the row's
   owner): confirm_id, prompt, permission_granted, expires_at, reason (why an untrusted
   card is asked, in the turn's language).
-- answer: ChatService, in the transaction that resolves the card: confirm_id, by, session,
-  action, result.
+- answer: ChatService, in the transaction that resolves the card: confirm_id, by, session
+  (a keyed hash of the tab or Gradio session, `session_ref`; never the raw value), action,
+  result.
 - execution: the tools node after the ss-tools call: idempotency_key, decision_id, outcome,
   replayed, attempts, duration_ms, error; outcome `cancelled` when the turn was stopped while
   the call ran (it may have run: ss-tools' audit says, by key or decision_id).
@@ -22,6 +23,9 @@ a decision row (or, for a call refused before the sidecar, its not_run row is it
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from typing import Any
 
 from agentchat.agent.audit import store
@@ -48,10 +52,20 @@ def cut_text(value: Any) -> str | None:
 class AuditTrail:
     """The agent's handle on the trail: the switch, the catalog (which calls), the pool."""
 
-    def __init__(self, *, db: Db, catalogs: CatalogSource, enabled: bool = True) -> None:
+    def __init__(self, *, db: Db, catalogs: CatalogSource, enabled: bool = True,
+                 session_key: str | None = None) -> None:
         self.db = db
         self.catalogs = catalogs
         self.enabled = enabled
+        # Unset: a key of this process only (hashes still tell one tab's answers apart within
+        # it, but not across replicas or restarts: set AGENTCHAT_AGENT_AUDIT_SESSION_KEY).
+        self._session_key = (session_key or secrets.token_hex(32)).encode()
+
+    def session_ref(self, session: str) -> str:
+        """What the trail keeps of a tab id or Gradio session hash: a keyed hash, so an
+        auditor can tell answers from one tab apart but never learns the hash that would
+        let them cancel or read that tab's stream."""
+        return hmac.new(self._session_key, session.encode(), hashlib.sha256).hexdigest()[:32]
 
     @property
     def catalog(self) -> Catalog:

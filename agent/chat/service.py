@@ -341,7 +341,8 @@ class ChatService:
             entries.append(ref.entry("decision", decision_detail(
                 recheck, kind="recheck", taint=recheck.get("untrusted_source"))))
         entries.append(ref.entry("answer", {
-            "confirm_id": pending["confirm_id"], "by": principal.sub, "session": session,
+            "confirm_id": pending["confirm_id"], "by": principal.sub,
+            "session": self.audit.session_ref(session),
             "action": action, "result": result}))
         if result != "confirmed":
             if result == "expired":

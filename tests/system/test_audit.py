@@ -140,7 +140,10 @@ def test_a_confirmed_deploy_is_one_record_with_every_stage(audit_stack: Stack) -
     answer = detail(rec, "answer")
     assert (answer["by"], answer["action"], answer["result"]) == ("alice", "confirm",
                                                                    "confirmed")
-    assert answer["session"] == tab.session
+    # A keyed hash of the tab's session, never the hash itself (which would let an auditor
+    # cancel or read that tab's stream: agent/chat/sessions.py).
+    assert len(answer["session"]) == 32 and answer["session"] != tab.session
+    assert tab.session not in json.dumps(rec)
     ran = detail(rec, "execution")
     assert ran["idempotency_key"] == card.last["confirm_id"]
     assert ran["outcome"] == "ok" and ran["attempts"] == 1 and ran["duration_ms"] >= 0
