@@ -11,7 +11,8 @@
     inputs.py   the seven inputs and their limits (docs/protocol.md §1)
     uploads.py  files only from Gradio's uploads, and the guard on its upload and file routes
     upload_quota.py  who holds which upload, the quotas on the upload route, their expiry
-    limits.py   per-user limits (RATE_LIMITED)
+    sessions.py Gradio's own routes owner-checked: sessions, events, uploads are the caller's
+    limits.py   per-user limits (RATE_LIMITED): runs, streams, submits; PerMinute, the window
     turns.py    TurnRunner: a turn as a server-side task that outlives the connection
     recovery.py the sweeper of turns whose process died (and of expired uploads)
 

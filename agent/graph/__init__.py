@@ -7,6 +7,8 @@
     policy_client.py  the sidecar's /v1/check (docs/protocol.md §6)
     tool_runtime.py   one catalog tool against the ss-tools API (docs/protocol.md §7)
     names.py          the user's objects' names the agent has seen (cards, answers)
+    taint.py          whether the model's context is untrusted (tool output, file text, a
+                      UIContext name anywhere in the thread): then every write needs a card
     service_token.py  our service JWT, from the operator's file or the ss-tools endpoint
 
 May import: agentchat (catalog, tool_request, errors, words). Never chat, storage or api: a node
