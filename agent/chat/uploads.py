@@ -31,7 +31,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentchat.agent.api.errors import error_response
-from agentchat.agent.api.limits import replay
+from agentchat.agent.api.limits import read_body, replay
 from agentchat.agent.chat.limits import PerMinute
 from agentchat.agent.chat.upload_quota import UploadBook, UploadLimits, UploadRefused, take
 from agentchat.agent.settings import PAGE_SUBPATH
@@ -216,7 +216,7 @@ class GradioFileGuard:
             return await self._upload(scope, receive, send, sub)
         if method != "POST":
             return await self.app(scope, receive, send)
-        body = await _body(receive)
+        body = await read_body(receive)
         # Most bodies name no file: skip parsing them twice (JSON could spell the tag with
         # \u escapes, so a body with any escape is parsed).
         if b"FileData" in body or b"\\u" in body:
@@ -277,17 +277,3 @@ class GradioFileGuard:
             await send(message)
 
         return wrapped
-
-
-async def _body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
-
-
