@@ -21,7 +21,7 @@ from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, ensure_ring
 from agentchat.settings import SharedSettings
 from testkit.stack import Stack, stack_on_own_database
-from testkit.support import create_database, drop_database
+from testkit.support import Service, create_database, drop_database, start_openai_stub
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +66,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     with stack_on_own_database(pg_server, migrated_template,
                                tmp_path_factory.mktemp("stack")) as s:
         yield s
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[Service]:
+    """The OpenAI-compatible stub model (testkit/openai_stub.py): `script_model` says what it
+    answers next; an agent reaches it with `stub_model_env(model)`."""
+    svc = start_openai_stub()
+    yield svc
+    svc.stop()
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentchat.catalog import catalog_revision
@@ -26,7 +25,7 @@ from testkit.policy import PolicyClient
 from testkit.raw_chat import Outcome
 from testkit.reliability import say
 from testkit.stack import Stack, stack_on_own_database
-from testkit.support import Service, start_openai_stub
+from testkit.support import Service, script_model, stub_model_env
 
 DEPLOY = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "ss-dev"}}
 
@@ -44,13 +43,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[Service]:
-    svc = start_openai_stub()
-    yield svc
-    svc.stop()
-
-
-@pytest.fixture(scope="module")
 def agents_catalog(stack: Stack) -> Path:
     folder = stack.data_dir.parent / "agent-catalog"
     folder.mkdir()
@@ -61,12 +53,7 @@ def agents_catalog(stack: Stack) -> Path:
 @pytest.fixture(scope="module")
 def agent(stack: Stack, model: Service, agents_catalog: Path) -> Iterator[Service]:
     svc = stack.start_agent(AGENTCHAT_CATALOG_PATH=str(agents_catalog),
-                            AGENTCHAT_AGENT_CATALOG_CHECK_S="0.2",
-                            AGENTCHAT_AGENT_LLM="openai:stub-model",
-                            AGENTCHAT_AGENT_LLM_BASE_URL=model.url + "/v1",
-                            AGENTCHAT_AGENT_LLM_API_KEY="sk-local",
-                            AGENTCHAT_AGENT_LLM_TIMEOUT_S="10",
-                            AGENTCHAT_AGENT_SELECTION_EMBEDDINGS="none")
+                            AGENTCHAT_AGENT_CATALOG_CHECK_S="0.2", **stub_model_env(model))
     yield svc
     svc.stop()
 
@@ -106,7 +93,7 @@ def agent_serves(agent: Service, revision: str) -> bool:
 
 
 def deploy(stack: Stack, agent: Service, model: Service) -> Outcome:
-    httpx.post(model.url + "/script", json={"turns": [[DEPLOY]]}, timeout=5).raise_for_status()
+    script_model(model, [DEPLOY])
     out = say(agent, stack.token("alice"), "задеплой дашборд в ss-dev", timeout=60)
     assert out.kind in ("final", "error"), out.types()
     return out

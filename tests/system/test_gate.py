@@ -19,28 +19,15 @@ import pytest
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import assert_consistent, audit_ok, say
 from testkit.stack import Stack
-from testkit.support import Service, start_openai_stub
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[Service]:
-    svc = start_openai_stub()
-    yield svc
-    svc.stop()
+from testkit.support import Service, stub_model_env
+from testkit.support import script_model as script
 
 
 @pytest.fixture(scope="module")
 def agent(stack: Stack, model: Service) -> Iterator[Service]:
-    svc = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
-                            AGENTCHAT_LLM_BASE_URL=model.url + "/v1",
-                            AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_TIMEOUT_S="10",
-                            AGENTCHAT_AGENT_SELECTION_EMBEDDINGS="none")
+    svc = stack.start_agent(**stub_model_env(model))
     yield svc
     svc.stop()
-
-
-def script(model: Service, *turns: list[dict[str, Any]]) -> None:
-    httpx.post(model.url + "/script", json={"turns": list(turns)}, timeout=5).raise_for_status()
 
 
 def seen(model: Service) -> list[dict[str, Any]]:

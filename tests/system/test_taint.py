@@ -22,7 +22,8 @@ from agentchat.settings import PACKAGE_DATA
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import say
 from testkit.stack import Stack, stack_on_own_database
-from testkit.support import Service, start_openai_stub
+from testkit.support import Service, stub_model_env
+from testkit.support import script_model as script
 
 DEPLOY = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "ss-dev"}}
 REFRESH = {"name": "refresh_dataset", "args": {"dataset_id": 5, "env_id": "ss-dev"}}
@@ -55,27 +56,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
 
 
 @pytest.fixture(scope="module")
-def model() -> Iterator[Service]:
-    svc = start_openai_stub()
-    yield svc
-    svc.stop()
-
-
-@pytest.fixture(scope="module")
 def agent(stack: Stack, model: Service) -> Iterator[Service]:
-    svc = stack.start_agent(AGENTCHAT_AGENT_LLM="openai:stub-model",
-                            AGENTCHAT_AGENT_LLM_BASE_URL=model.url + "/v1",
-                            AGENTCHAT_AGENT_LLM_API_KEY="sk-local",
-                            AGENTCHAT_AGENT_LLM_TIMEOUT_S="10",
-                            AGENTCHAT_AGENT_SELECTION_EMBEDDINGS="none",
+    svc = stack.start_agent(**stub_model_env(model),
                             GRADIO_TEMP_DIR=stack.agent_env["GRADIO_TEMP_DIR"])
     yield svc
     svc.stop()
-
-
-def script(model: Service, *replies: list[dict[str, Any]]) -> None:
-    httpx.post(model.url + "/script", json={"turns": list(replies)},
-               timeout=5).raise_for_status()
 
 
 def turn(agent: Service, token: str, text: Any, tab: RawChat | None = None,

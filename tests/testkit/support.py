@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -140,3 +141,17 @@ def start_openai_stub() -> Service:
     port = free_port()
     script = str(Path(__file__).resolve().parent / "openai_stub.py")
     return Service([str(port)], env={}, port=port, exe=[sys.executable, script]).start()
+
+
+def stub_model_env(model: Service) -> dict[str, str]:
+    """An agent's settings for the stub model (keyword selection only: no embeddings)."""
+    return {"AGENTCHAT_AGENT_LLM": "openai:stub-model",
+            "AGENTCHAT_AGENT_LLM_BASE_URL": model.url + "/v1",
+            "AGENTCHAT_AGENT_LLM_API_KEY": "sk-local", "AGENTCHAT_AGENT_LLM_TIMEOUT_S": "10",
+            "AGENTCHAT_AGENT_SELECTION_EMBEDDINGS": "none"}
+
+
+def script_model(model: Service, *replies: list[dict[str, Any]]) -> None:
+    """What the stub model says next: one list of tool calls per model request."""
+    httpx.post(model.url + "/script", json={"turns": list(replies)},
+               timeout=5).raise_for_status()
