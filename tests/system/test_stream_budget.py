@@ -11,6 +11,7 @@ the others have ended, writes under the limit.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -102,3 +103,28 @@ def test_rest_writes_have_a_rate(stack: Stack) -> None:
     # Another user's writes are their own.
     other = {"Authorization": f"Bearer {stack.token('grace-' + uuid.uuid4().hex[:6])}"}
     assert httpx.post(base, json={}, headers=other, timeout=10).status_code == 201
+
+
+def test_a_dropped_join_gives_its_stream_back(stack: Stack) -> None:
+    token = stack.token("hugo-" + uuid.uuid4().hex[:6])
+    started = say(stack.agent, token, "привет and echo 300 words", drop_after=1)
+    meta = started.events[0]["metadata"]
+    cid, run_id = str(meta["conversation_id"]), str(meta["run_id"])
+
+    async def dropped_joins() -> list[Outcome]:
+        return list(await asyncio.gather(*(
+            submit(stack.agent.url, token, join_message(cid, run_id), drop_after=2, timeout=30)
+            for _ in range(STREAMS - 1))))
+
+    def refused(outs: list[Outcome]) -> int:
+        return sum(o.last.get("code") == "RATE_LIMITED" for o in outs)
+
+    # The run and seven joins fill the budget; each join then drops its connection.
+    assert refused(run(dropped_joins())) == 0
+    # Their slots come back (the generator's finally) while the run still streams: seven
+    # joins are admitted again. A liveness bound only: Gradio notices a drop at its next event.
+    deadline = time.monotonic() + 4  # the run streams ~6 s
+    while refused(again := run(dropped_joins())) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert refused(again) == 0, [o.types() for o in again]
+    assert all(o.kind != "final" for o in again), "the run ended: the test proved nothing"
