@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 from psycopg_pool import AsyncConnectionPool
@@ -47,10 +47,10 @@ class Services:
     llm_status: LlmStatusProbe  # one cached probe for llm-status and /readyz
     hub: RunHub
     listener: RunListener
+    # REST writes a minute per user (agent/api/deps.py `RestWriter`).
+    rest_writes: PerMinute
     sweeper: OrphanSweeper | None = None
     drain_started: float | None = None
-    # REST writes a minute per user (agent/api/deps.py `RestWriter`).
-    rest_writes: PerMinute = field(default_factory=lambda: PerMinute(60, "writes"))
 
     @property
     def draining(self) -> bool:

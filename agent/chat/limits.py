@@ -77,11 +77,11 @@ class UserLimits:
     """Per user `sub`: a sliding minute of admitted submits, the live runs, and the streams
     (runs and joins together: one budget for what holds a replica's stream slots)."""
 
-    def __init__(self, *, max_runs: int, max_per_minute: int, max_streams: int | None = None,
+    def __init__(self, *, max_runs: int, max_per_minute: int, max_streams: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_runs = max_runs
         self.max_per_minute = max_per_minute
-        self.max_streams = max_streams if max_streams is not None else max_runs * 2
+        self.max_streams = max_streams
         self._submits = PerMinute(max_per_minute, "submits", clock=clock)
         self._runs: dict[str, int] = {}
         self._joins: dict[str, int] = {}
