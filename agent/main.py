@@ -19,6 +19,7 @@ from agentchat.agent.api.errors import code_for_status, error_response
 from agentchat.agent.api.limits import BodyLimitMiddleware, gradio_upload_paths
 from agentchat.agent.api.main import api_router
 from agentchat.agent.chat.blocks import PageRedirect, build_blocks, build_page_blocks
+from agentchat.agent.chat.page_csp import PageSecurityHeaders
 from agentchat.agent.chat.sessions import GradioSessionGuard
 from agentchat.agent.chat.upload_quota import UploadLimits
 from agentchat.agent.chat.uploads import GradioFileGuard
@@ -72,9 +73,14 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
                        limits=UploadLimits.from_settings(settings))
     # Gradio's own routes act on the caller's sessions only (agent/chat/sessions.py).
     app.add_middleware(GradioSessionGuard, mount_path=settings.mount_path, user_of=sub_of,
-                       page_open=settings.is_dev)
-    # A browser opening the mount path gets the page (its own app under it).
-    app.add_middleware(PageRedirect, mount_path=settings.mount_path)
+                       page_open=settings.is_dev and settings.page_on,
+                       page_mounted=settings.page_on)
+    if settings.page_on:
+        # The page's responses carry its Content-Security-Policy (agent/chat/page_csp.py).
+        app.add_middleware(PageSecurityHeaders,
+                           prefix=settings.mount_path.rstrip("/") + PAGE_SUBPATH)
+        # A browser opening the mount path gets the page (its own app under it).
+        app.add_middleware(PageRedirect, mount_path=settings.mount_path)
 
     # --- request-body limit (agent/api/limits.py) --------------------------------------------
     # Added last so it is the outermost middleware: an oversized body is refused (413) before
@@ -116,10 +122,12 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) -> FastAPI:
-    """`/chat` at the mount path and the built-in page's own app under it (PAGE_SUBPATH,
-    mounted first so its routes are matched before the `/chat` app's): see blocks.py."""
-    _mount_one(app, build_page_blocks(holder, settings),
-               settings.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
+    """`/chat` at the mount path and, when the page is on, the built-in page's own app under it
+    (PAGE_SUBPATH, mounted first so its routes are matched before the `/chat` app's): see
+    blocks.py. Off, nothing is mounted there: its paths are the `/chat` app's unknown ones."""
+    if settings.page_on:
+        _mount_one(app, build_page_blocks(holder, settings),
+                   settings.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
     return _mount_one(app, build_blocks(holder, settings), settings.mount_path, settings)
 
 

@@ -148,9 +148,17 @@ class AgentSettings(SelectionSettings):
     # The built page (web/build): unset is the checkout's own; the image sets a fixed path.
     ui_dir: Path = Path(__file__).resolve().parents[1] / "web" / "build"
 
+    # The built-in Gradio page at the mount path + PAGE_SUBPATH (agent/chat/page.py): unset means
+    # on in dev and off otherwise (the Svelte panel is the product UI); off, its paths are 404.
+    page_enabled: bool | None = None
+
     @property
     def ui_on(self) -> bool:
         return self.is_dev if self.ui_enabled is None else self.ui_enabled
+
+    @property
+    def page_on(self) -> bool:
+        return self.is_dev if self.page_enabled is None else self.page_enabled
 
     @model_validator(mode="after")
     def _no_placeholders_outside_dev(self) -> AgentSettings:

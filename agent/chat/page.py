@@ -1,9 +1,9 @@
 """The built-in page of the Gradio app (blocks.py), for people who open it in a browser.
 
-It has its own UI functions (ChatInterface's page would replace the bubble on every event):
-tool calls become Gradio's collapsible tool messages titled with the tool's title, and a card
-shows the server's prompt with Confirm and Deny (or Close) and a countdown. Its turns run
-through `run_chat`, as `/chat`'s do.
+Its own UI functions (ChatInterface's page would replace the bubble on every event): tool
+calls are collapsible tool messages titled with the tool's title, a card shows the server's
+prompt with Confirm and Deny (or Close) and a countdown; turns run through `run_chat`. Text
+others wrote is shown as plain text (page_text.py) under a strict CSP (page_csp.py).
 
 Words (issue 18): the page's own words (labels, buttons, banners, the card's frame) follow the
 browser's language: the static ones through Gradio's i18n (the browser's locale), the ones the
@@ -13,7 +13,6 @@ server says (answers, titles, prompts, alternatives) follows the turn's language
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 import gradio as gr
 from gradio.components.chatbot import ExampleMessage
 
+from agentchat.agent.chat.page_text import json_block, plain
 from agentchat.agent.chat.stream import run_chat
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.wiring import ServiceHolder
@@ -282,12 +282,12 @@ class _Transcript:
             self._say(PAGE_WORDS[self.lang][result] if result in RESOLVED else result)
         elif kind == "error":
             # The event's content is the server's words, in the turn's language.
-            self._say(f"⚠️ {ev.get('content') or meta.get('detail')}")
+            self._say(f"⚠️ {plain(ev.get('content') or meta.get('detail'))}")
         else:  # stream_token or the final answer
             content = str(ev.get("content") or "")[self.text_from:]
             if not content.strip():
                 return
-            msg = {"role": "assistant", "content": content}
+            msg = {"role": "assistant", "content": plain(content)}
             if self.text_at is None:
                 self.text_at = len(self.history)
                 self.history.append(msg)
@@ -310,17 +310,13 @@ class _Transcript:
         self.history[call.at] = _tool_message(kind, meta, call, self.lang)
 
 
-def _json_block(value: Any) -> str:
-    return "```json\n" + json.dumps(value, ensure_ascii=False, indent=1)[:1500] + "\n```"
-
-
 def _tool_message(kind: str, meta: dict[str, Any], call: _ToolCall,
                   lang: Lang = "ru") -> dict[str, Any]:
     """Gradio's collapsible tool message, titled with the tool's title (the server's words):
     a spinner while pending, the outcome when done."""
     w = PAGE_WORDS[lang]
-    parts = [f"**{w['input']}**\n{_json_block(call.input)}"]
-    info: dict[str, Any] = {"title": f"🔧 {meta.get('title') or meta['tool']}",
+    parts = [f"**{w['input']}**\n{json_block(call.input)}"]
+    info: dict[str, Any] = {"title": f"🔧 {plain(meta.get('title') or meta['tool'])}",
                             "id": meta["call_id"]}
     if kind in TOOL_LOG:
         info.update(status="done", log=w[TOOL_LOG[kind]],
@@ -328,10 +324,10 @@ def _tool_message(kind: str, meta: dict[str, Any], call: _ToolCall,
     else:
         info["status"] = "pending"
     if kind == "tool_end":
-        parts.append(f"**{w['result']}**\n{_json_block(meta.get('output'))}")
+        parts.append(f"**{w['result']}**\n{json_block(meta.get('output'))}")
     elif kind == "tool_error":
         parts.append(f"**{w['error']}** ({meta.get('retry_count')} {w['attempts']}): "
-                     f"{meta.get('error')}")
+                     f"{plain(meta.get('error'))}")
     elif kind == "tool_timeout":
         parts.append(f"**{w['no_answer'].format(s=meta.get('timeout_seconds'))}**")
     elif kind == "tool_retry":
@@ -362,8 +358,7 @@ def _tick(card: dict[str, Any] | None, request: gr.Request) -> tuple[str, Any]:
 
 
 def _example_text(evt: gr.SelectData) -> str:
-    value = evt.value
-    return str(value.get("text", "")) if isinstance(value, dict) else str(value)
+    return str(evt.value.get("text", "")) if isinstance(evt.value, dict) else str(evt.value)
 
 
 def _seconds_left(card: dict[str, Any] | None) -> int:
@@ -392,13 +387,14 @@ def _card_text(card: dict[str, Any] | None, lang: Lang = "ru") -> str:
         return ""
     w = PAGE_WORDS[lang]
     if not card.get("permission_granted", True):
-        alts = "\n".join(f"- {a.get('prompt')}" for a in card.get("alternatives") or []) \
-            or f"- {w['none']}"
+        alts = "\n".join(f"- {plain(a.get('prompt'))}"
+                         for a in card.get("alternatives") or []) or f"- {w['none']}"
         prompt, role = str(card.get("prompt") or ""), card.get("required_role")
         # The server's prompt names the role already (in the turn's language); said once.
-        needs = "" if not role or str(role) in prompt else "\n" + w["role"].format(role=role)
-        return f"### ⛔ {prompt}{needs}\n\n{w['instead']}\n{alts}"
+        needs = "" if not role or str(role) in prompt else "\n" + w["role"].format(role=plain(role))
+        return f"### ⛔ {plain(prompt)}{needs}\n\n{w['instead']}\n{alts}"
     danger = f" {w['dangerous']}" if card.get("dangerous") else ""
-    risk = w.get(f"risk_{card.get('risk')}", str(card.get("risk")))
-    return (f"### ⏸️ {card.get('prompt')}{danger}\n{card.get('title') or ''} — "
-            + w["risk"].format(risk=risk, env=card.get("env_context")))
+    risk = w.get(f"risk_{card.get('risk')}", plain(card.get("risk")))
+    why = f"\n\n{plain(card['reason'])}" if card.get("reason") else ""  # an untrusted card's
+    return (f"### ⏸️ {plain(card.get('prompt'))}{danger}\n{plain(card.get('title') or '')} — "
+            + w["risk"].format(risk=risk, env=plain(card.get("env_context"))) + why)

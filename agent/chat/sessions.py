@@ -89,9 +89,11 @@ class GradioSessionGuard:
     """ASGI middleware on the Gradio mount; see the module docstring."""
 
     def __init__(self, app: ASGIApp, *, mount_path: str,
-                 user_of: Callable[[str | None], str | None], page_open: bool) -> None:
+                 user_of: Callable[[str | None], str | None], page_open: bool,
+                 page_mounted: bool = True) -> None:
         self.app = app
         self.prefix = mount_path.rstrip("/")
+        self.page_mounted = page_mounted  # off: PAGE_SUBPATH is an unknown path of /chat's app
         self.user_of = user_of  # a raw token's verified sub, or None
         self.page_open = page_open  # dev: the page's demo users stand in for tokens
         self.bindings = Bindings()
@@ -101,7 +103,7 @@ class GradioSessionGuard:
         if not path.startswith(self.prefix + "/"):
             return await self.app(scope, receive, send)
         route = path[len(self.prefix):]
-        page = route.startswith(PAGE_SUBPATH + "/")
+        page = self.page_mounted and route.startswith(PAGE_SUBPATH + "/")
         route = route[len(PAGE_SUBPATH):] if page else route
         kind = category(route)
         if kind == "closed":

@@ -4,8 +4,12 @@ opening the mount path is redirected, and the upload guard on both."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 
+from agentchat.agent.settings import AgentSettings
+from testkit.reliability import say
 from testkit.stack import Stack
 
 
@@ -35,3 +39,25 @@ def test_chat_app_page_app_redirect_and_guard(stack: Stack) -> None:
         ok = httpx.post(upload, files={"files": ("a.txt", b"x")}, timeout=10,
                         headers={"Authorization": f"Bearer {stack.token('alice')}"})
         assert ok.status_code == 200, (upload, ok.text)
+
+
+def test_the_page_is_off_outside_dev_unless_turned_on(stack: Stack, tmp_path: Path) -> None:
+    """Issue 31: the Svelte panel is the product UI; the built-in page is mounted in production
+    only when AGENTCHAT_AGENT_PAGE_ENABLED turns it on. Off, its paths are unknown ones and
+    the mount path no longer sends a browser there; `/chat` works as before."""
+    for mode, enabled, on in (("dev", None, True), ("production", None, False),
+                              ("production", True, True), ("dev", False, False)):
+        settings = AgentSettings(data_dir=tmp_path, mode=mode,  # type: ignore[call-arg]
+                                 page_enabled=enabled)
+        assert settings.page_on is on, (mode, enabled)
+    agent = stack.start_agent(AGENTCHAT_AGENT_PAGE_ENABLED="false")
+    try:
+        base = agent.url + "/api/agent/gradio"
+        for path in ("/page/", "/page/config", "/page/gradio_api/queue/join"):
+            r = httpx.get(base + path, timeout=10, follow_redirects=False)
+            assert r.status_code in (404, 405), (path, r.status_code)
+        assert httpx.get(base + "/", timeout=10, follow_redirects=False).status_code != 307
+        out = say(agent, stack.token("alice"), "привет")
+        assert out.kind == "final", out.types()
+    finally:
+        agent.stop()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from testkit.browser import require_browser
-from testkit.stack import Stack
+from testkit.stack import CLIENT_SECRET, Stack
 from testkit.support import ROOT
 
 JS = ROOT / "tests" / "js"
@@ -34,7 +34,8 @@ def test_builtin_page(chromium: Path, stack: Stack, tmp_path: Path) -> None:
     node = shutil.which("node")
     assert node, "Node 20 is required for the built-in page test"
     shots = tmp_path / "screenshots"
-    env = {**stack.node_env(), "CHROMIUM": str(chromium), "PAGE_SHOTS": str(shots)}
+    env = {**stack.node_env(), "CHROMIUM": str(chromium), "PAGE_SHOTS": str(shots),
+           "SANDBOX_CLIENT_SECRET": CLIENT_SECRET}
     # --test-force-exit: a stuck browser must not hang the suite past node's own timeouts.
     out = subprocess.run([node, "--test", "--test-force-exit", "--test-reporter=spec",
                           "page.test.mjs"], cwd=JS, env=env, capture_output=True, text=True,
@@ -43,4 +44,4 @@ def test_builtin_page(chromium: Path, stack: Stack, tmp_path: Path) -> None:
     print(out.stderr[-5000:])
     print(f"screenshots: {shots}")
     assert out.returncode == 0, "the built-in page test failed (output above)"
-    assert len(list(shots.glob("*.png"))) >= 7, "a screenshot of every step"
+    assert len(list(shots.glob("*.png"))) >= 8, "a screenshot of every step"

@@ -28,6 +28,11 @@ def _paths(ingress: dict[str, Any]) -> list[str]:
 def test_off_by_default() -> None:
     docs = render(sets=PROD)
     assert _env(docs)["AGENTCHAT_AGENT_UI_ENABLED"] == "false"
+    # The built-in Gradio page too (issue 31): a value turns it on, the dev profile does.
+    assert _env(docs)["AGENTCHAT_AGENT_PAGE_ENABLED"] == "false"
+    assert _env(render(sets={**PROD, "ui.gradioPage.enabled": True}))[
+        "AGENTCHAT_AGENT_PAGE_ENABLED"] == "true"
+    assert _env(render([CHART / "values-dev.yaml"]))["AGENTCHAT_AGENT_PAGE_ENABLED"] == "true"
     [ingress] = by_kind(docs, "Ingress")
     assert "/api/agent/ui" not in _paths(ingress)
 

@@ -223,3 +223,54 @@ test("an English browser: the page's words in English, the server's in the messa
     await shot(page, "09-english-page-russian-turn");
     await page.close();
   });
+
+// Issue 31, hole 4: text someone else wrote (here an ss-tools maintenance window's reason, which
+// any ss-dev writer sets) reaches the model's answer and the tool message. It shows as text:
+// no image or link to another origin in the page, no request leaves it, and the page's
+// responses carry a strict Content-Security-Policy.
+async function plantMaintenance(reason) {
+  const tok = await fetch(env("SANDBOX_URL") + "/api/auth/service-token", {
+    method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ client_id: "agentchat-agent", client_secret: env("SANDBOX_CLIENT_SECRET") }),
+  }).then((r) => r.json());
+  const resp = await fetch(env("SANDBOX_URL") + "/api/maintenance", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${tok.access_token}`, "X-User-JWT": env("TOKEN_BOB"),
+               "Idempotency-Key": `plant-${Date.now()}`, "content-type": "application/json" },
+    body: JSON.stringify({ env_id: "ss-dev", reason, duration_minutes: 60 }),
+  });
+  assert.ok(resp.ok, `planting the reason: ${resp.status}`);
+}
+
+test("text from ss-tools shows as text: no image or link to another origin, a strict CSP",
+  async () => {
+    await sandbox("/api/sandbox/reset", {});
+    const evil = "http://127.0.0.1:9";
+    await plantMaintenance(`![x](${evil}/l.png?d=1) [Подтвердить](${evil}/e) <img src=${evil}/h>`);
+    const page = await browser.newPage();
+    const origin = new URL(env("GRADIO_URL")).origin;
+    const foreign = [];
+    page.on("request", (r) => {
+      if (!r.url().startsWith("data:") && new URL(r.url()).origin !== origin) foreign.push(r.url());
+    });
+    const resp = await page.goto(env("GRADIO_URL"));
+    const csp = resp.headers()["content-security-policy"] ?? "";
+    for (const directive of ["img-src 'self' data:", "connect-src 'self'", "frame-ancestors 'none'",
+                             "default-src 'self'"]) {
+      assert.ok(csp.includes(directive), `${directive} in ${csp}`);
+    }
+    const scripts = /script-src ([^;]*)/.exec(csp)?.[1] ?? "";
+    assert.ok(!scripts.includes("unsafe-inline"), scripts);
+    await page.locator("#agentchat-chatbot").waitFor(WAIT);
+    await send(page, "покажи окна обслуживания в ss-dev");
+    await waitToolDone(page, "Окна обслуживания");
+    // The control: the planted text itself is there, as the characters it is.
+    await agentSays(page, "[Подтвердить](").waitFor(WAIT);
+    await shot(page, "10-hostile-markdown-as-text");
+    const links = await page.evaluate(() => [...document.querySelectorAll(
+      "#agentchat-chatbot img, #agentchat-chatbot a, #agentchat-card a")]
+      .map((e) => e.getAttribute("src") ?? e.getAttribute("href") ?? ""));
+    assert.deepEqual(links.filter((u) => u.includes("127.0.0.1:9")), [], "no image or link");
+    assert.deepEqual(foreign, [], "no request left the page's origin");
+    await page.close();
+  });

