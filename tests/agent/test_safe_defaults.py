@@ -104,6 +104,9 @@ def test_agent_without_a_mode_has_no_demo_issuer(stack: Stack) -> None:
            "AGENTCHAT_SERVICE_CLIENT_SECRET": CLIENT_SECRET,
            "AGENTCHAT_POLICY_URL": stack.policy.url,
            "AGENTCHAT_USER_JWKS_PATH": str(stack.settings().user_jwks)}
+    # The built-in page is off outside dev unless turned on (issue 31): on here, to see it ask
+    # for a token.
+    env["AGENTCHAT_AGENT_PAGE_ENABLED"] = "true"
     svc = Service(["serve", "--port", str(port)], env=env, port=port,
                   log=stack.data_dir / "agent-production.log")
     svc.env.pop("AGENTCHAT_MODE", None)
