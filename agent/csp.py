@@ -1,5 +1,5 @@
 """The Content-Security-Policy of the agent's two pages: the people's page (web/ at
-/api/agent/ui/, agent/api/routes/ui.py) and the built-in Gradio page (agent/chat/page_csp.py).
+/api/agent/ui/, agent/api/routes/ui.py) and the built-in Gradio page (agent/gradio/page_headers.py).
 
 Both need only same-origin scripts, styles, images and connections. Inline <script>/<style>
 blocks of a page's HTML are allowed by their sha256 only. Styles set from script through the

@@ -13,8 +13,6 @@ PLACEHOLDER_SECRET = "dev-client-secret"
 # The built-in page's own Gradio app, under the mount path (the mount path itself redirects a
 # browser there): the `/chat` app holds no page components, so its sessions stay small.
 PAGE_SUBPATH = "/page"
-# The prompt-injection tests' planner (agent/graph/model.py); dev only.
-OFFLINE_OBEDIENT = "offline-obedient"
 
 
 class AgentSettings(SelectionSettings):
@@ -106,9 +104,9 @@ class AgentSettings(SelectionSettings):
     max_file_bytes: int = 1024 * 1024
     max_files_total_bytes: int = 5 * 1024 * 1024  # all of one message's files
     # Any REST or /chat request body (not Gradio's upload route, which has its own per-file
-    # limit): over it is 413 INVALID_REQUEST before a route sees it (agent/api/limits.py).
+    # limit): over it is 413 INVALID_REQUEST before a route sees it (agentchat/asgi.py).
     max_body_bytes: int = Field(default=1024 * 1024, ge=1)
-    # Gradio's upload route (agent/chat/upload_quota.py; per replica, like the files): what one
+    # Gradio's upload route (agent/chat/upload_book.py; per replica, like the files): what one
     # user may hold in the upload folder, uploads a minute, all users' bytes (the chart sets it
     # under the upload volume's size limit), and how long an unused upload is kept.
     upload_files_per_user: int = Field(default=20, ge=1)
@@ -117,7 +115,7 @@ class AgentSettings(SelectionSettings):
     upload_bytes_per_replica: int = Field(default=48 * 1024 * 1024, ge=1)
     upload_expiry_s: float = Field(default=3600.0, gt=0)
 
-    # Per-user limits on /chat (agent/chat/limits.py; per replica): runs at once, streams at
+    # Per-user limits on /chat (agent/chat/user_limits.py; per replica): runs at once, streams at
     # once (runs and joins together), submits a minute; REST writes a minute (agent/api/deps.py).
     max_concurrent_runs_per_user: int = Field(default=4, ge=1)
     max_streams_per_user: int = Field(default=8, ge=1)
@@ -148,7 +146,7 @@ class AgentSettings(SelectionSettings):
     # The built page (web/build): unset is the checkout's own; the image sets a fixed path.
     ui_dir: Path = Path(__file__).resolve().parents[1] / "web" / "build"
 
-    # The built-in Gradio page at the mount path + PAGE_SUBPATH (agent/chat/page.py): unset means
+    # The built-in Gradio page at the mount path + PAGE_SUBPATH (agent/gradio/page.py): unset means
     # on in dev and off otherwise (the Svelte panel is the product UI); off, its paths are 404.
     page_enabled: bool | None = None
 
@@ -164,14 +162,4 @@ class AgentSettings(SelectionSettings):
     def _no_placeholders_outside_dev(self) -> AgentSettings:
         if not self.is_dev and self.service_client_secret == PLACEHOLDER_SECRET:
             raise ValueError("the placeholder service client secret is refused outside dev")
-        return self
-
-    @model_validator(mode="after")
-    def _no_test_models_outside_dev(self) -> AgentSettings:
-        # The obedient planner follows instructions found in tool output: a prompt-injection
-        # test double, never a model to serve users with.
-        if not self.is_dev and self.llm == OFFLINE_OBEDIENT:
-            raise ValueError(f"AGENTCHAT_AGENT_LLM={OFFLINE_OBEDIENT} (a test model that obeys "
-                             "tool output) is refused outside dev; set AGENTCHAT_MODE=dev or "
-                             "choose a real model")
         return self

@@ -12,17 +12,20 @@ from psycopg_pool import AsyncConnectionPool
 
 from agentchat.agent.audit.retention import Retention
 from agentchat.agent.audit.trail import AuditTrail
+from agentchat.agent.chat.card_answers import CardAnswers
+from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.join import RunListener
-from agentchat.agent.chat.limits import PerMinute, UserLimits
-from agentchat.agent.chat.recovery import OrphanSweeper
-from agentchat.agent.chat.runs import RunHub
-from agentchat.agent.chat.service import ChatService
-from agentchat.agent.chat.turns import TurnRunner
-from agentchat.agent.graph.builder import GraphDeps, build_graph
+from agentchat.agent.chat.run_hub import RunHub
+from agentchat.agent.chat.sweeper import Sweeper
+from agentchat.agent.chat.turn_starts import TurnStarts
+from agentchat.agent.chat.turn_task import TurnRunner
+from agentchat.agent.chat.user_limits import PerMinute, UserLimits
+from agentchat.agent.graph.builder import build_graph
 from agentchat.agent.graph.checkpoints import Checkpointer
 from agentchat.agent.graph.model import LlmStatusProbe, make_llm
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.service_token import ServiceTokenProvider
+from agentchat.agent.graph.state import GraphDeps
 from agentchat.agent.graph.tool_runtime import ToolRuntime
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
@@ -40,7 +43,8 @@ class Services:
     pool: AsyncConnectionPool
     http: httpx.AsyncClient
     runner: TurnRunner
-    chat: ChatService
+    chat: Chat  # the chat domain's door: submit, join
+    selection: TurnToolChooser  # which tools a message gets (the debug route asks it too)
     verifier: TokenVerifier
     tokens: ServiceTokenProvider
     dev_issuer: DevUserIssuer | None
@@ -49,7 +53,7 @@ class Services:
     listener: RunListener
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
-    sweeper: OrphanSweeper | None = None
+    sweeper: Sweeper | None = None
     drain_started: float | None = None
 
     @property
@@ -113,19 +117,23 @@ async def build_services(settings: AgentSettings) -> Services:
     verifier = user_verifier(settings)
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
-    chat = ChatService(settings=settings, pool=pool, runner=runner, verifier=verifier,
-                       tools=TurnToolChooser(settings, catalogs), policy=deps.policy,
-                       catalogs=catalogs, limits=UserLimits.from_settings(settings), hub=hub,
-                       listener=listener, audit=audit)
+    selection = TurnToolChooser(settings, catalogs)
+    chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,
+                limits=UserLimits.from_settings(settings),
+                starts=TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
+                                  replica=hub.replica),
+                answers=CardAnswers(pool=pool, runner=runner, policy=deps.policy,
+                                    catalogs=catalogs, audit=audit))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
-    sweeper = OrphanSweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s,
+    sweeper = Sweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s,
                             retention=Retention(db=pool, days=settings.audit_retention_days,
                                                 interval_s=settings.audit_prune_interval_s),
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
     catalogs.start()
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
-                    chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
+                    chat=chat, selection=selection, verifier=verifier, tokens=tokens,
+                    dev_issuer=dev_issuer,
                     llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
                     sweeper=sweeper,
                     rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,

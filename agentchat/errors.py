@@ -8,7 +8,7 @@ Every exception class of the product is an `AgentChatError`; the tree, with wher
     ├── CatalogError               the tool catalog is broken (names file, tool and field)
     └── LocalError                 handled inside one component; str(e) is its detail
         ├── InvalidArguments       agentchat/tool_request.py: a call's arguments (ValueError too)
-        ├── RefusedFile            agent/chat/uploads.py: a /chat file that is not the user's upload
+        ├── RefusedFile            agent/chat/attachments.py: a /chat file not the user's upload
         ├── EmbeddingsUnavailable  agent/selection/embeddings.py: the selector widens the tool set
         ├── Refused                policy/app.py: a sidecar request refused (code and status)
         ├── PolicyError            policy/rules.py: a policy folder that cannot become a snapshot
@@ -79,7 +79,7 @@ ERROR_TABLE: dict[ErrorCode, tuple[int | None, bool]] = {
 
 def error_body(code: ErrorCode, detail: str) -> dict[str, str]:
     """docs/protocol.md §5's error body; each service answers with it through one response helper
-    (agent/api/errors.py, policy/app.py, sandbox/context.py)."""
+    (agent/api/error_docs.py, policy/app.py, sandbox/context.py)."""
     return {"code": str(code), "detail": detail}
 
 
@@ -95,6 +95,8 @@ class AgentChatError(Exception):
         self.retryable = ERROR_TABLE[code][1] if retryable is None else retryable
         self._status = status
         self.retry_after = retry_after  # seconds; REST answers carry it as Retry-After
+        # The language of the conversation it happened in, when known (its event's words).
+        self.lang: str | None = None
 
     @property
     def http_status(self) -> int:

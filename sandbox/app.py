@@ -14,18 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, SecretStr
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentchat.catalog import load_catalog
-from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.errors import ErrorCode
+from agentchat.http_errors import error_response, install_error_handlers
 from agentchat.identity import service_verifier, user_verifier
 from agentchat.keys import ensure_ring, load_ring, sign_service_token
 from agentchat.sandbox.access import Gatekeeper
 from agentchat.sandbox.audit import AuditLog
-from agentchat.sandbox.context import error_response
 from agentchat.sandbox.faults import Fault, FaultBoard
 from agentchat.sandbox.gateway import Gateway
 from agentchat.sandbox.idempotency import IdempotencyStore
@@ -36,8 +34,6 @@ from agentchat.sandbox.world import World
 
 log = logging.getLogger("agentchat.sandbox")
 OPERATIONS = {**DASHBOARD_OPERATIONS, **PLATFORM_OPERATIONS}
-_CODE_BY_STATUS = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN,
-                   404: ErrorCode.NOT_FOUND, 503: ErrorCode.STORAGE_UNAVAILABLE}
 
 
 class ServiceTokenRequest(BaseModel):
@@ -62,29 +58,6 @@ class Sandbox:
             self.faults.clear()
 
 
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(AgentChatError)
-    async def _agentchat_error(_: Request, exc: AgentChatError) -> JSONResponse:
-        return error_response(exc.http_status, exc.code, exc.detail)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # Field names and messages only: FastAPI's default would echo the input (a secret).
-        detail = "; ".join(".".join(str(p) for p in e["loc"]) + ": " + e["msg"]
-                           for e in exc.errors())
-        return error_response(422, ErrorCode.INVALID_REQUEST, detail)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = _CODE_BY_STATUS.get(exc.status_code, ErrorCode.INVALID_REQUEST)
-        return error_response(exc.status_code, code, str(exc.detail))
-
-    @app.exception_handler(Exception)
-    async def _internal(_: Request, exc: Exception) -> JSONResponse:
-        log.error("unhandled %s", type(exc).__name__)
-        return error_response(500, ErrorCode.INTERNAL, "internal error")
-
-
 def create_app(settings: SandboxSettings | None = None) -> FastAPI:
     settings = settings or SandboxSettings()
     catalog = load_catalog(settings.catalog_path)  # a broken catalog stops the start here
@@ -101,7 +74,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
     app = FastAPI(title="ss-tools sandbox API", version="1", docs_url="/api/docs",
                   openapi_url="/api/openapi.json")
     app.state.sandbox = sandbox
-    _install_error_handlers(app)
+    install_error_handlers(app, log)
 
     @app.get("/livez", include_in_schema=False)
     async def livez() -> dict[str, str]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.responses import JSONResponse
-
 from agentchat.catalog import Catalog
-from agentchat.errors import ErrorCode, LocalError, error_body
+from agentchat.errors import ErrorCode, LocalError
 from agentchat.identity import Principal
 from agentchat.sandbox.access import readable_envs
 from agentchat.sandbox.data import ENV_IDS
@@ -23,11 +21,6 @@ class OpError(LocalError):
             404: ErrorCode.NOT_FOUND, 403: ErrorCode.FORBIDDEN}.get(
             status, ErrorCode.INVALID_REQUEST))
         self.outcome = "not_found" if status == 404 else "error"
-
-
-def error_response(status: int, code: ErrorCode, detail: str) -> JSONResponse:
-    """The sandbox's one `{code, detail}` response (docs/protocol.md §5)."""
-    return JSONResponse(error_body(code, detail), status_code=status)
 
 
 def not_found(what: str) -> OpError:

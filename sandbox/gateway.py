@@ -19,10 +19,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from agentchat.catalog import Catalog, Tool
 from agentchat.errors import ErrorCode
+from agentchat.http_errors import error_response
 from agentchat.sandbox.access import Caller, Gatekeeper, refusal
 from agentchat.sandbox.arguments import ArgumentReader, ArgumentsError
 from agentchat.sandbox.audit import AuditLog
-from agentchat.sandbox.context import OpContext, OpError, Reply, error_response
+from agentchat.sandbox.context import OpContext, OpError, Reply
 from agentchat.sandbox.data import ENV_IDS
 from agentchat.sandbox.faults import FaultBoard
 from agentchat.sandbox.idempotency import (

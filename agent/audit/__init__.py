@@ -1,7 +1,7 @@
 """The audit trail of write and destructive calls (issue 20).
 
 decision (policy node, and the re-check of a confirm) → card shown (confirmations.py) →
-answer (ChatService) → execution (tools node) or why it did not run → one row each in
+answer (chat/card_answers.py) → execution (tools node) or why it did not run → one row each in
 `audit_rows`, hash-chained at insert time under one advisory lock, the joined record per call
 the `audit_records` view (migration 9).
 

@@ -1,5 +1,5 @@
 """Retention of the trail: its own setting (`AGENTCHAT_AGENT_AUDIT_RETENTION_DAYS`), never the
-checkpoint pruner's. The agent's orphan sweeper (agent/chat/recovery.py) calls `maybe_cut` on
+checkpoint pruner's. The agent's orphan sweeper (agent/chat/sweeper.py) calls `maybe_cut` on
 every pass and cuts at most every `audit_prune_interval_s` on each replica; replicas cutting at
 once serialize on the audit lock and the second finds nothing to cut. `agentchat audit prune`
 makes the same cut on demand.

@@ -12,11 +12,12 @@ There is no UPDATE of a row anywhere; the cut deletes a prefix and moves the hea
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
 from agentchat.agent.audit.chain import row_hash, timestamp
@@ -119,44 +120,83 @@ def clean(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Placing:
+    """An append's reads, sent but not yet awaited (the lock, the head, the stages some calls
+    already have), so a caller can send them with its own statements in one round trip."""
+
+    head: AsyncCursor[Row]
+    seen: AsyncCursor[Row] | None
+
+
+async def place(conn: AsyncConnection[Any], conversations: list[str],
+                once: list[tuple[str, str, str]]) -> Placing:
+    """Take the trail's lock and ask for the head; `once`: the (conversation, call, stage)
+    keys of entries that are skipped when the call already has such a row."""
+    await conn.execute(LOCK, {"key": AUDIT_LOCK})
+    head = await conn.execute(HEAD_FOR_APPEND, {"ids": sorted(set(conversations))})
+    seen = await conn.execute(HAS_STAGES, {
+        "conversations": sorted({k[0] for k in once}), "calls": sorted({k[1] for k in once}),
+        "stages": sorted({k[2] for k in once})}) if once else None
+    return Placing(head, seen)
+
+
+async def insert_rows(placing: Placing,
+                      entries: list[Entry]) -> tuple[str, dict[str, Any], int] | None:
+    """The entries hashed onto the chain as one statement (INSERT_ROWS and its parameters)
+    and how many rows it adds; None when every entry was there already."""
+    head = await placing.head.fetchone()
+    assert head is not None, "migration 9 seeds the head"
+    seen = {(r["conversation_id"], r["call_id"], r["stage"])
+            for r in (await placing.seen.fetchall() if placing.seen is not None else [])}
+    seq, last, at = int(head["seq"]), str(head["hash"]), timestamp(head["now"])
+    rows: list[dict[str, Any]] = []
+    for e in entries:
+        call = e.call
+        key = (call.conversation_id, call.call_id, e.stage)
+        if e.once:
+            if key in seen:
+                continue
+            seen.add(key)
+        row: dict[str, Any] = clean({
+            "seq": seq + 1, "at": at, "stage": e.stage,
+            "conversation_id": call.conversation_id,
+            "owner": head["owners"].get(call.conversation_id, ""), "turn_id": call.turn_id,
+            "call_id": call.call_id, "tool": call.tool, "environment": call.environment,
+            "args_hash": call.args_hash, "detail": e.detail, "prev_hash": last})
+        row["hash"] = row_hash(row)
+        rows.append(row)
+        seq, last = seq + 1, row["hash"]
+    if not rows:
+        return None
+    return INSERT_ROWS, {"rows": Jsonb(rows), "seq": seq, "hash": last}, len(rows)
+
+
 async def append(db: Db, entries: list[Entry]) -> int:
     """Put the entries on the chain, in order; how many were appended."""
     if not entries:
         return 0
-    once = [e for e in entries if e.once]
+    once = [(e.call.conversation_id, e.call.call_id, e.stage) for e in entries if e.once]
     async with connection(db) as conn, conn.pipeline(), conn.transaction():
-        await conn.execute(LOCK, {"key": AUDIT_LOCK})
-        head_cur = await conn.execute(HEAD_FOR_APPEND, {
-            "ids": sorted({e.call.conversation_id for e in entries})})
-        seen_cur = await conn.execute(HAS_STAGES, {
-            "conversations": sorted({e.call.conversation_id for e in once}),
-            "calls": sorted({e.call.call_id for e in once}),
-            "stages": sorted({e.stage for e in once})}) if once else None
-        head = await head_cur.fetchone()
-        assert head is not None, "migration 9 seeds the head"
-        seen = {(r["conversation_id"], r["call_id"], r["stage"])
-                for r in (await seen_cur.fetchall() if seen_cur is not None else [])}
-        seq, last, at = int(head["seq"]), str(head["hash"]), timestamp(head["now"])
-        rows: list[dict[str, Any]] = []
-        for e in entries:
-            call = e.call
-            key = (call.conversation_id, call.call_id, e.stage)
-            if e.once:
-                if key in seen:
-                    continue
-                seen.add(key)
-            row: dict[str, Any] = clean({
-                "seq": seq + 1, "at": at, "stage": e.stage,
-                "conversation_id": call.conversation_id,
-                "owner": head["owners"].get(call.conversation_id, ""), "turn_id": call.turn_id,
-                "call_id": call.call_id, "tool": call.tool, "environment": call.environment,
-                "args_hash": call.args_hash, "detail": e.detail, "prev_hash": last})
-            row["hash"] = row_hash(row)
-            rows.append(row)
-            seq, last = seq + 1, row["hash"]
-        if rows:
-            await conn.execute(INSERT_ROWS, {"rows": Jsonb(rows), "seq": seq, "hash": last})
-        return len(rows)
+        placing = await place(conn, [e.call.conversation_id for e in entries], once)
+        statement = await insert_rows(placing, entries)
+        if statement is None:
+            return 0
+        await conn.execute(statement[0], statement[1])
+        return statement[2]
+
+
+def send_last_decision(conn: AsyncConnection[Any], conversation_id: str,
+                       call_id: str) -> Awaitable[AsyncCursor[Row]]:
+    """`last_decision`, sent (in a caller's pipeline); its row from the cursor."""
+    return conn.execute(LAST_DECISION, {"conversation_id": conversation_id, "call_id": call_id})
+
+
+def ref_from_row(row: Row | None, conversation_id: str, call_id: str) -> CallRef | None:
+    if row is None:
+        return None
+    return CallRef(conversation_id, str(row["turn_id"]), call_id, str(row["tool"]),
+                   row["environment"], str(row["args_hash"]))
 
 
 async def last_decision(db: Db, conversation_id: str, call_id: str) -> Row | None:

@@ -1,19 +1,19 @@
 """What each site of the risky-call path appends, in the domain's words.
 
-- decision: the policy node, and the re-check of a confirm (ChatService): kind (check or
+- decision: the policy node, and the re-check of a confirm (chat/card_answers.py): kind (check or
   recheck), decision_id, decision, policy_revision, reason_code, risk, untrusted and
   untrusted_source (tool_output, file or uicontext: agent/graph/taint.py).
 - card: agent/storage/confirmations.py when the card is stored, i.e. shown (to the row's
   owner): confirm_id, prompt, permission_granted, expires_at, reason (why an untrusted
   card is asked, in the turn's language).
-- answer: ChatService, in the transaction that resolves the card: confirm_id, by, session
+- answer: chat/card_answers.py, in the transaction that resolves the card: confirm_id, by, session
   (a keyed hash of the tab or Gradio session, `session_ref`; never the raw value), action,
   result.
 - execution: the tools node after the ss-tools call: idempotency_key, decision_id, outcome,
   replayed, attempts, duration_ms, error; outcome `cancelled` when the turn was stopped while
   the call ran (it may have run: ss-tools' audit says, by key or decision_id).
 - not_run: why it did not run (refused, denied, permission_denied, revoked, expired,
-  halted, policy_unavailable) and a detail: the confirm, tools and policy nodes, ChatService.
+  halted, policy_unavailable) and a detail: the confirm, tools and policy nodes, card_answers.py.
 
 Which calls: every call of a write or destructive tool, and of a tool the catalog does not
 know (a tool without risk metadata counts as destructive). The decision is taken once per
@@ -99,11 +99,8 @@ class AuditTrail:
 
 
 async def ref_from_decision(db: Db, conversation_id: str, call_id: str) -> CallRef | None:
-    row = await store.last_decision(db, conversation_id, call_id)
-    if row is None:
-        return None
-    return CallRef(conversation_id, str(row["turn_id"]), call_id, str(row["tool"]),
-                   row["environment"], str(row["args_hash"]))
+    return store.ref_from_row(await store.last_decision(db, conversation_id, call_id),
+                              conversation_id, call_id)
 
 
 async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from agentchat.agent.chat.turns import END_OF_STREAM
+from agentchat.agent.chat.turn_task import END_OF_STREAM
 from agentchat.words import Lang, error_text
 
 

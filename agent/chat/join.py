@@ -1,6 +1,6 @@
 """`action: "join"` (docs/protocol.md §4, "Runs"): a run's events after `last_seq`, then live.
 
-A run live on this replica is followed in memory (agent/chat/runs.py). Any other run is read
+A run live on this replica is followed in memory (agent/chat/run_hub.py). Any other run is read
 from PostgreSQL and followed there: a joiner waits for the run's notification on one LISTEN
 connection per replica (`RunListener`), or polls every `join_poll_s` where LISTEN is off
 (`join_listen=false`, e.g. behind a transaction-pooling PgBouncer). Waits are bounded either
@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from agentchat.agent.chat.events import text_after, with_text
-from agentchat.agent.chat.runs import TERMINAL, RunHub, event_type, join_expired
+from agentchat.agent.chat.run_hub import TERMINAL, RunHub, event_type, join_expired
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import conversations
 from agentchat.agent.storage import runs as store

@@ -1,9 +1,15 @@
 """The LangGraph agent and what it runs on.
 
-    builder.py        the graph: prefetch -> model -> policy -> confirm -> tools -> model ...
+    builder.py        the graph drawn: prefetch -> model -> policy -> confirm -> tools -> model ...
+    state.py          AgentState (checkpointed), TurnRuntime (per turn), GraphDeps, stable ids
+    nodes.py          the nodes: prefetch, model, policy (the gate), confirm, tools
+    verdicts.py       the confirm node's steps: each call's verdict, the card's interrupt()
+    cards.py          a card's words and payload, the ToolMessages of calls that do not run
+    calls.py          the model's calls: unique ids, tool schemas, alternatives' words
+    prompt.py         what the model is told: the system prompt and the turn's context
     checkpoints.py    LangGraph's PostgreSQL checkpointer as the agent runs it
     model.py          the model behind it: the offline planner or an OpenAI-compatible endpoint
-    offline/          the offline planner (a real BaseChatModel) and its rules
+    offline/          the offline planner (a real BaseChatModel) and its rules; reads prompt.py
     policy_client.py  the sidecar's /v1/check (docs/protocol.md §6)
     tool_runtime.py   one catalog tool against the ss-tools API (docs/protocol.md §7)
     names.py          the user's objects' names the agent has seen (cards, answers)
@@ -11,6 +17,6 @@
                       UIContext name anywhere in the thread): then every write needs a card
     service_token.py  our service JWT, from the operator's file or the ss-tools endpoint
 
-May import: agentchat (catalog, tool_request, errors, words). Never chat, storage or api: a node
-knows the turn only through its state and the LangGraph runtime context.
+May import: agentchat (catalog, tool_request, errors, words), audit. Never chat, storage or
+api: a node knows the turn only through its state and the LangGraph runtime context.
 """

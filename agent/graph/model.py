@@ -22,18 +22,14 @@ from prometheus_client import Gauge
 
 from agentchat.agent.graph.offline.planner import OfflinePlanner
 from agentchat.agent.metrics import REGISTRY
-from agentchat.agent.settings import OFFLINE_OBEDIENT, AgentSettings
+from agentchat.agent.settings import AgentSettings
 
 OFFLINE = "offline"
-# OFFLINE_OBEDIENT: a planner that obeys instructions found in tool results; only for the
-# prompt-injection tests, which prove the policy gate and the card still stand between it and
-# the API. AgentSettings refuses it outside dev.
 
 
 def make_llm(settings: AgentSettings) -> BaseChatModel:
-    if settings.llm in (OFFLINE, OFFLINE_OBEDIENT):
-        return OfflinePlanner(token_delay_s=settings.planner_token_delay_s,
-                              obey_tool_text=settings.llm == OFFLINE_OBEDIENT)
+    if settings.llm == OFFLINE:
+        return OfflinePlanner(token_delay_s=settings.planner_token_delay_s)
     from langchain.chat_models import init_chat_model
 
     kwargs: dict[str, Any] = {"timeout": settings.llm_timeout_s, "max_retries": 0,
@@ -163,7 +159,7 @@ def _fold(merged: ChatGenerationChunk | None, pending: list[ChatGenerationChunk]
 async def llm_status(settings: AgentSettings, http: httpx.AsyncClient) -> dict[str, Any]:
     """`GET /api/agent/llm-status`: is the model endpoint answering, and how fast."""
     checked = datetime.now(UTC).isoformat()
-    if settings.llm in (OFFLINE, OFFLINE_OBEDIENT):
+    if settings.llm == OFFLINE:
         return {"model": settings.llm, "reachable": True, "latency_ms": 0.0,
                 "checked_at": checked}
     base = (settings.llm_base_url or "https://api.openai.com/v1").rstrip("/")

@@ -2,19 +2,20 @@
 
 Answers are serialized per conversation by `agentchat.db.conversation_lock`: the /chat handler
 passes the connection holding that lock, so exactly one of two racing answers resolves a card.
-Storing a card is showing it: the audit trail's card row is appended in the same transaction
-(agent/audit/trail.py), once per card.
+Storing a card is showing it: the turn (agent/chat/turn_task.py) appends the audit trail's card
+row in the same transaction, once per card (`add_confirmation` says whether it was new).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import Any
 
-from agentchat.agent.audit.trail import card_shown
-from agentchat.agent.metrics import CARDS
-from agentchat.agent.storage.db import Db, Row, connection, fetch_one
+import psycopg
+
+from agentchat.agent.storage.db import Db, Row, fetch_one
 
 INSERT_CONFIRMATION = """
 INSERT INTO confirmations (confirm_id, conversation_id, turn_id, call_id, payload, expires_at)
@@ -37,17 +38,13 @@ GET_CONFIRMATION = "SELECT * FROM confirmations WHERE confirm_id = %(confirm_id)
 
 
 async def add_confirmation(db: Db, *, confirm_id: str, conversation_id: str, turn_id: str,
-                           call_id: str, payload: dict[str, Any], expires_at: datetime) -> None:
-    async with connection(db) as conn, conn.transaction():
-        cur = await conn.execute(INSERT_CONFIRMATION, {
-            "confirm_id": confirm_id, "conversation_id": conversation_id, "turn_id": turn_id,
-            "call_id": call_id, "payload": json.dumps(payload, ensure_ascii=False),
-            "expires_at": expires_at})
-        if await cur.fetchone() is None:
-            return  # stored (and shown) before: a re-raised card is not a second one
-        await card_shown(conn, conversation_id=conversation_id, turn_id=turn_id,
-                         card={**payload, "call_id": call_id, "confirm_id": confirm_id})
-    CARDS.labels("shown").inc()
+                           call_id: str, payload: dict[str, Any], expires_at: datetime) -> bool:
+    """Store a card; False when it was stored before (a re-raised card is not a second one)."""
+    row = await fetch_one(db, INSERT_CONFIRMATION, {
+        "confirm_id": confirm_id, "conversation_id": conversation_id, "turn_id": turn_id,
+        "call_id": call_id, "payload": json.dumps(payload, ensure_ascii=False),
+        "expires_at": expires_at})
+    return row is not None
 
 
 async def get_confirmation(db: Db, confirm_id: str) -> Row | None:
@@ -57,6 +54,12 @@ async def get_confirmation(db: Db, confirm_id: str) -> Row | None:
 async def pending_confirmation(db: Db, conversation_id: str) -> Row | None:
     """The conversation's oldest pending card, with `expired`."""
     return await fetch_one(db, PENDING_CONFIRMATION, {"id": conversation_id})
+
+
+def send_resolve(conn: psycopg.AsyncConnection[Any], confirm_id: str,
+                 status: str) -> Awaitable[psycopg.AsyncCursor[Row]]:
+    """`resolve_confirmation`, sent (in a caller's pipeline): a row when it resolved the card."""
+    return conn.execute(RESOLVE_CONFIRMATION, {"confirm_id": confirm_id, "status": status})
 
 
 async def resolve_confirmation(db: Db, confirm_id: str, status: str) -> bool:

@@ -1,6 +1,6 @@
 """Runs and their events (docs/protocol.md §4, "Runs"): what a join replays, on any replica.
 
-A replica writes its live runs' events in batches (agent/chat/runs.py, one statement for all
+A replica writes its live runs' events in batches (agent/chat/run_hub.py, one statement for all
 of them) and heartbeats them; any replica marks a run without a heartbeat `lost`, appending
 its `RUN_LOST` event and failing its turn in the same statement, so every joiner sees the
 same last event. Every read a client asks for checks the conversation's owner in the SQL.

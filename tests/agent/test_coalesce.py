@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentchat.agent.chat.events import coalesce
-from agentchat.agent.chat.turns import END_OF_STREAM
+from agentchat.agent.chat.turn_task import END_OF_STREAM
 
 # A turn's output: text tokens, other events (a tool's start, say), and pauses between them.
 STEPS = st.lists(st.one_of(

@@ -1,4 +1,4 @@
-"""The two Gradio apps (agent/chat/blocks.py): `/chat` at the mount path with no page components
+"""The two Gradio apps (agent/gradio/blocks.py): `/chat` at the mount path with no page components
 (its config still declares the welcome examples), the page's app under it, where a browser
 opening the mount path is redirected, and the upload guard on both."""
 

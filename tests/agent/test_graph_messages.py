@@ -1,4 +1,4 @@
-"""The thread's message reducer (agent/graph/builder.py `merge_messages`): a retry after a
+"""The thread's message reducer (agent/graph/state.py `merge_messages`): a retry after a
 replica died mid-step removes messages the saved checkpoint may not have; that must neither
 fail nor lose the removals that do apply."""
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 
-from agentchat.agent.graph.builder import merge_messages
+from agentchat.agent.graph.state import merge_messages
 
 ids = st.lists(st.sampled_from([f"m{i}" for i in range(8)]), unique=True, max_size=8)
 

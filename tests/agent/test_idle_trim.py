@@ -1,4 +1,4 @@
-"""The replica's idle trim (agent/chat/runs.py RunHub._idle_trim): once no run has been live for
+"""The replica's idle trim (agent/chat/run_hub.py RunHub._idle_trim): once no run has been live for
 `idle_trim_s`, one garbage collection and glibc's malloc_trim; a submit admitted first
 cancels it."""
 
@@ -8,8 +8,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from agentchat.agent.chat.runs import RunHub
-from agentchat.agent.chat.turns import END_OF_STREAM, Turn
+from agentchat.agent.chat.run_hub import RunHub
+from agentchat.agent.chat.turn_task import END_OF_STREAM, Turn
 from agentchat.agent.settings import AgentSettings
 
 

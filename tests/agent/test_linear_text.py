@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentchat.agent.graph.offline import rules
+from agentchat.agent.graph.prompt import TurnContext
 from agentchat.catalog import load_catalog
 from agentchat.errors import CatalogError
 from agentchat.settings import PACKAGE_DATA
@@ -51,7 +52,7 @@ CALLS: dict[str, Callable[[str], Any]] = {
     "search_words": rules.search_words,
     "refers_to_context": rules.refers_to_context,
     "intent_of": lambda t: rules.intent_of(t, set(CATALOG.names)),
-    "plan_call": lambda t: rules.plan_call("search_dashboards", t, rules.TurnContext(),
+    "plan_call": lambda t: rules.plan_call("search_dashboards", t, TurnContext(),
                                            CATALOG.get("search_dashboards").args),  # type: ignore[union-attr]
 }
 

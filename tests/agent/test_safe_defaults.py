@@ -63,7 +63,8 @@ def test_unset_mode_is_production(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("env", "reason"), [
     ({"AGENTCHAT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
      "placeholder service client secret is refused outside dev"),
-    ({"AGENTCHAT_LLM": "offline-obedient"}, "offline-obedient"),
+    ({"AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
+     "placeholder service client secret is refused outside dev"),
 ])
 def test_agent_without_a_mode_refuses_dev_only_settings(tmp_path: Path, env: dict[str, str],
                                                         reason: str) -> None:
@@ -71,17 +72,6 @@ def test_agent_without_a_mode_refuses_dev_only_settings(tmp_path: Path, env: dic
     assert out.returncode == 2, (out.stdout, out.stderr[-2000:])
     assert "refusing to start" in out.stderr and reason in out.stderr
     assert "Traceback" not in out.stderr
-
-
-def test_offline_obedient_only_in_dev() -> None:
-    code = ("from agentchat.agent.settings import AgentSettings;"
-            "print(AgentSettings(llm='offline-obedient').llm)")
-    dev = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=False, env=clean_env(AGENTCHAT_MODE="dev"))
-    assert dev.returncode == 0 and dev.stdout.strip() == "offline-obedient", dev.stderr
-    prod = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False, env=clean_env(AGENTCHAT_MODE="production"))
-    assert prod.returncode != 0 and "refused outside dev" in prod.stderr
 
 
 def test_token_cli_needs_dev_mode(tmp_path: Path) -> None:

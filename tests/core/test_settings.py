@@ -126,7 +126,7 @@ def test_the_new_name_wins_and_the_old_is_reported_ignored(
 
 
 def test_an_old_name_still_refuses_what_it_refused(clean_env: pytest.MonkeyPatch) -> None:
-    clean_env.setenv("AGENTCHAT_LLM", "offline-obedient")
+    clean_env.setenv("AGENTCHAT_SERVICE_CLIENT_SECRET", "dev-client-secret")
     with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="refused outside dev"):
         AgentSettings()
 
@@ -165,7 +165,7 @@ def test_unknown_variable_is_reported_with_its_closest_match(
 # Each command with one setting it refuses: it must warn before it stops (it never serves).
 ENTRY_POINTS = {
     "serve": (["serve"], {"AGENTCHAT_MODE": "production",
-                          "AGENTCHAT_AGENT_LLM": "offline-obedient"}),
+                          "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": "dev-client-secret"}),
     "policy": (["policy", "serve"], {"AGENTCHAT_POLICY_TOKEN_CACHE_S": "9999"}),
     "operator": (["operator"], {"AGENTCHAT_OPERATOR_TICK_S": "-1"}),
     "sandbox": (["sandbox"], {"AGENTCHAT_MODE": "production"}),

@@ -110,7 +110,7 @@ test("the 7-input payload with a UIContext reaches the model for this turn", asy
   const ui = JSON.stringify({ objectType: "dashboard", objectId: "42",
     objectName: "Отчёт по энергопотреблению", envId: "ss-dev", route: "/dashboards/42",
     contextVersion: 1 });
-  // userJwt (slot 5) beside the header, which Gradio's queue routes need (agent/chat/sessions.py).
+  // userJwt (slot 5) beside the header, which Gradio's queue routes need (agent/gradio/session_guard.py).
   const client = await connect(alice);
   const events = await chat(client, [{ text: "покажи здоровье этого дашборда", files: [] },
     null, null, ui, "alice", alice, "ss-stage"]);

@@ -141,7 +141,7 @@ def test_a_confirmed_deploy_is_one_record_with_every_stage(audit_stack: Stack) -
     assert (answer["by"], answer["action"], answer["result"]) == ("alice", "confirm",
                                                                    "confirmed")
     # A keyed hash of the tab's session, never the hash itself (which would let an auditor
-    # cancel or read that tab's stream: agent/chat/sessions.py).
+    # cancel or read that tab's stream: agent/gradio/session_guard.py).
     assert len(answer["session"]) == 32 and answer["session"] != tab.session
     assert tab.session not in json.dumps(rec)
     ran = detail(rec, "execution")

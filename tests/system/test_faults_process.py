@@ -4,7 +4,7 @@ sidecar killed and restarted, the client's connection dropped mid-turn.
 Each test checks what the client saw (a named error, a completed turn, or a connection reset:
 never a hang past a generous bound) and what is stored afterwards (assert_consistent, the
 sandbox audit against what the client was told). A killed agent's turn is settled by the
-surviving replica's sweeper (agent/chat/recovery.py); `retry` finishes a run that died mid-call.
+surviving replica's sweeper (agent/chat/sweeper.py); `retry` finishes a run that died mid-call.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Gradio's own routes act only on the caller's sessions (issue 31, hole 5: agent/chat/sessions.py).
+"""Gradio's own routes act only on the caller's sessions (issue 31, hole 5:
+agent/gradio/session_guard.py).
 
 A session hash used to be all `…/gradio_api/cancel` and `…/queue/data` asked for: anyone holding
 one could stop another user's turn mid-write or read their stream, and the audit API handed the
@@ -18,7 +19,7 @@ import httpx
 import pytest
 from starlette.routing import Mount
 
-from agentchat.agent.chat.sessions import category
+from agentchat.agent.gradio.session_guard import category
 from agentchat.agent.main import create_app
 from agentchat.agent.settings import AgentSettings
 from testkit.raw_chat import Outcome, RawChat

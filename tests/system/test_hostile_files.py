@@ -235,8 +235,8 @@ def test_hostile_files_are_refused_and_leave_nothing(stack: Stack, via: str,
     for name, f in hostile_files(stack).items():
         for target in (None, cid):
             started = time.monotonic()
-            # Without a token, on a session of its own: alice's is hers (agent/chat/sessions.py
-            # answers 401 before the file is looked at).
+            # Without a token, on a session of its own: alice's is hers
+            # (agent/gradio/session_guard.py answers 401 before the file is looked at).
             code, text = attempt(stack, alice if with_token else None, [f], target, via,
                                  session=tab.session if with_token else None)
             assert code == "INVALID_REQUEST", (name, target, text[:300])

@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agentchat.agent.chat.runs import RunHub
-from agentchat.agent.chat.turns import END_OF_STREAM, Turn
-from agentchat.agent.graph.builder import TurnRuntime
+from agentchat.agent.chat.run_hub import RunHub
+from agentchat.agent.chat.turn_task import END_OF_STREAM, Turn
+from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.settings import AgentSettings
 from testkit.raw_chat import Outcome
 from testkit.reliability import rows, say, wait_for, when_free

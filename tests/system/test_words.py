@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentchat.agent.graph.offline.planner import CONTEXT_MARKER
+from agentchat.agent.graph.prompt import CONTEXT_MARKER
 from agentchat.catalog import load_catalog
 from agentchat.settings import PACKAGE_DATA
 from testkit.language import language_problems, problems

@@ -2,7 +2,8 @@
 
 It answers `POST /v1/chat/completions` (streamed or not) by asking the offline planner what
 to say, so `ChatOpenAI` gets real streamed text and tool-call deltas over HTTP. Failure modes
-for the LLM fault tests: `mode` = ok | refuse (HTTP 500) | hang | cut (stream cut halfway).
+for the LLM fault tests: `mode` = ok | refuse (HTTP 500) | hang | cut (stream cut halfway);
+`obey` answers like ok but follows instructions planted in tool results (obedient.py).
 
 A hostile model for the gate tests: `POST /script {"turns": [[call, ...], ...]}` queues what
 the model says next, one list of tool calls per model request, each call
@@ -36,6 +37,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agentchat.agent.graph.offline.planner import OfflinePlanner, _chunks
+from testkit.obedient import obey
 
 STATE: dict[str, Any] = {"mode": "ok", "requests": 0, "script": [], "seen": [],
                          "received": []}
@@ -94,7 +96,9 @@ async def completions(request: Request) -> Response:
     script = scripted(body["messages"], body.get("tools", []))
     if script is not None:
         return _scripted_reply(body, *script)
-    plan = OfflinePlanner().plan(to_langchain(body["messages"]), body.get("tools", []))
+    history = to_langchain(body["messages"])
+    plan = (obey(history, body.get("tools", [])) if mode == "obey" else None) \
+        or OfflinePlanner().plan(history, body.get("tools", []))
     base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": body.get("model", "stub")}
     if not body.get("stream"):

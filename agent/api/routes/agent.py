@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
-from agentchat.agent.chat.inputs import UIContext
+from agentchat.agent.chat.request import UIContext
 from agentchat.agent.storage import leases, runs
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.keys import public_members
@@ -92,6 +92,6 @@ async def debug_tool_selection(
     except ValueError:
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "bad UIContext") from None
     # A worker thread, as for a turn: a 16 KB query's keywords and fallback take tens of ms.
-    plan = await asyncio.to_thread(services.chat.tools.choose, q, ctx)
+    plan = await asyncio.to_thread(services.selection.choose, q, ctx)
     return SelectionDebug(tools=plan.tools, prefetch=[p["args"] for p in plan.prefetch],
                           explain=plan.explain)

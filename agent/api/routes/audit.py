@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
-from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
+from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.audit.records import Filters, Viewer, list_records
 from agentchat.errors import AgentChatError, ErrorCode
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Response, Security, status
 
 from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, RestWriter, ServicesDep
-from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
+from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import (
     Conversation,
     ConversationCreate,
@@ -20,7 +20,7 @@ from agentchat.agent.api.models import (
     Message,
     MessageIn,
 )
-from agentchat.agent.chat.uploads import forget_conversation
+from agentchat.agent.chat.attachments import forget_conversation
 from agentchat.agent.storage import conversations
 from agentchat.agent.storage import turns as turn_records
 
@@ -74,7 +74,7 @@ async def archive_conversation(conversation_id: str, user: RestWriter,
                                services: ServicesDep) -> dict[str, Any]:
     """Soft delete (`is_archived = true`): hidden from the list, turns refused with
     CONVERSATION_ARCHIVED, history still readable; `restore` undoes it. The uploads its
-    messages used are deleted (this replica's: agent/chat/uploads.py)."""
+    messages used are deleted (this replica's: agent/chat/attachments.py)."""
     row = await conversations.archive_conversation(services.pool, owner=user.sub,
                                                    conversation_id=conversation_id)
     forget_conversation(conversation_id, user.sub)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Security
 
 from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
-from agentchat.agent.api.errors import BEARER, RestRoute, error_responses
+from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import HistoryPage
 from agentchat.agent.storage.history import read_history
 

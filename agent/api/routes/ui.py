@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.deps import ServicesDep
-from agentchat.agent.api.errors import error_response
+from agentchat.agent.api.error_docs import error_response
 from agentchat.agent.csp import content_security_policy
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode

@@ -24,7 +24,6 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
     ToolMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -34,68 +33,19 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from agentchat.agent.graph.names import known_names, tool_names_by_call
 from agentchat.agent.graph.offline.answers import Said, compose
 from agentchat.agent.graph.offline.rules import (
-    TurnContext,
     clauses,
     intent_of,
     is_russian,
     normalize,
     plan_call,
 )
-from agentchat.words import Lang, as_lang
+from agentchat.agent.graph.prompt import TurnContext, read_context
 
-CONTEXT_MARKER = "Turn context (JSON):"
 _TOKEN_RE = re.compile(r"\S+\s*|\s+")
 _GREETING = re.compile(r"^\s*(привет|здравствуй|добрый|hi|hello|hey)\b")
-# A tool result that carries instructions (prompt injection); only an obeying test model
-# acts on it, to prove the policy gate still stands between it and the API.
-_INJECTION = re.compile(r"(?:deploy|задеплой)\s+dashboard\s+(\d+)\s+to\s+([\w-]+)", re.I)
 # Benchmarks ask for an answer of a known length ("… and echo 200 words"): N numbered words
 # end the answer, so a client can check a long stream token by token (bench/agent_scale.py).
 _ECHO = re.compile(r"\becho\s+(\d{1,4})\s+words\b", re.I)
-
-
-# The system prompt, in the turn's language: what to do, and how to say it (issue 18).
-SYSTEM_PROMPT: dict[Lang, str] = {
-    "ru": (
-        "Ты — ассистент ss-tools для дашбордов, датасетов, миграций, обслуживания и здоровья "
-        "окружений Superset. Пользуйся данными инструментами; окружение вызова — то, что "
-        "названо в сообщении, иначе envId из контекста страницы, когда сообщение говорит о её "
-        "объекте, иначе env_id.\n"
-        "Отвечай только по-русски, как коллега: коротко, с числами, названиями, номерами и "
-        "окружениями. Называй действия их названиями из описаний инструментов, а не "
-        "внутренними именами; объекты — по названию в кавычках «…» с номером. Никогда не "
-        "показывай JSON, внутренние идентификаторы без пояснения и текст ошибок сервера: "
-        "объясни, что случилось и что можно сделать. Если пользователь отклонил действие, "
-        "прими это как его решение; если прав не хватает, предложи разрешённые альтернативы."),
-    "en": (
-        "You are the ss-tools assistant for Superset dashboards, datasets, migrations, "
-        "maintenance and health. Use the tools given; the environment of a call is the one "
-        "named in the message, else the UI context's envId when the message refers to the "
-        "context object, else env_id.\n"
-        "Answer in English only, like a colleague: briefly, with counts, titles, numbers and "
-        "environments. Name actions by the titles in the tool descriptions, never by internal "
-        "names; name objects by their title in quotes with their number. Never show JSON, "
-        "internal ids without a label, or the server's error text: explain what happened and "
-        "what can be done. When the user declined an action, acknowledge it as their choice; "
-        "when a permission is missing, offer the permitted alternatives."),
-}
-
-
-def context_message(ctx: TurnContext, lang: Lang = "ru") -> SystemMessage:
-    payload = {"env_id": ctx.env_id, "uicontext": ctx.uicontext, "prefetched": ctx.prefetched,
-               "lang": lang}
-    return SystemMessage(SYSTEM_PROMPT[lang] + "\n" + CONTEXT_MARKER + " "
-                         + json.dumps(payload, ensure_ascii=False))
-
-
-def _context_of(messages: Sequence[BaseMessage]) -> tuple[TurnContext, Lang | None]:
-    for m in messages:
-        if isinstance(m, SystemMessage) and CONTEXT_MARKER in str(m.content):
-            raw = json.loads(str(m.content).split(CONTEXT_MARKER, 1)[1])
-            lang = as_lang(raw["lang"]) if raw.get("lang") else None
-            return TurnContext(env_id=raw.get("env_id"), uicontext=raw.get("uicontext"),
-                               prefetched=raw.get("prefetched")), lang
-    return TurnContext(), None
 
 
 def titles_of(tools: list[dict[str, Any]]) -> dict[str, str]:
@@ -119,7 +69,6 @@ class OfflinePlanner(BaseChatModel):
     """Deterministic planner; `token_delay_s` paces it like a real model."""
 
     token_delay_s: float = 0.0
-    obey_tool_text: bool = False
 
     @property
     def _llm_type(self) -> str:
@@ -138,7 +87,7 @@ class OfflinePlanner(BaseChatModel):
             return AIMessage(content="…")
         human = messages[last_human]
         text = str(human.content) if isinstance(human.content, str) else human.text
-        ctx, lang = _context_of(messages)
+        ctx, lang = read_context(messages)
         lang = lang or ("ru" if is_russian(text) else "en")
         ru = lang == "ru"
         said = Said(lang, titles_of(tools), known_names(messages, None, lang, RESULT_KINDS))
@@ -151,9 +100,6 @@ class OfflinePlanner(BaseChatModel):
                    and m.tool_call_id not in prefetched]
         schemas = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}
         if results:
-            injected = self._obey(results, schemas, human, len(messages))
-            if injected is not None:
-                return injected
             return AIMessage(content=_with_echo(compose(results, by_call, said), text))
         calls = []
         for i, clause in enumerate(clauses(text)):
@@ -175,20 +121,6 @@ class OfflinePlanner(BaseChatModel):
         doing = ", ".join(said.title(str(c["name"])) for c in calls)
         preface = ("Выполняю: " if ru else "Running: ") + doing + "."
         return AIMessage(content=preface + "\n", tool_calls=calls)
-
-    def _obey(self, results: list[ToolMessage], schemas: dict[str, Any], human: BaseMessage,
-              n: int) -> AIMessage | None:
-        if not self.obey_tool_text or "deploy_dashboard" not in schemas:
-            return None
-        for r in results:
-            m = _INJECTION.search(str(r.content))
-            already = any(r2.name == "deploy_dashboard" for r2 in results)
-            if m and not already:
-                args = {"dashboard_id": int(m.group(1)), "env_id": m.group(2)}
-                return AIMessage(content="", tool_calls=[{
-                    "name": "deploy_dashboard", "args": args, "type": "tool_call",
-                    "id": _call_id(human, n, "deploy_dashboard", args)}])
-        return None
 
     # -- BaseChatModel ------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentchat.agent.graph.prompt import TurnContext
+
 ENV_WORDS: dict[str, str] = {
     "ss-dev": "ss-dev", "dev": "ss-dev", "дев": "ss-dev", "разработк": "ss-dev",
     "ss-stage": "ss-stage", "stage": "ss-stage", "staging": "ss-stage", "стейдж": "ss-stage",
@@ -68,15 +70,6 @@ STOPWORDS = set(
     "датасет датасеты датасетов датасета dataset datasets"
     .split()
 )
-
-
-@dataclass(frozen=True)
-class TurnContext:
-    """What the agent tells the model about this turn (never stored)."""
-
-    env_id: str | None = None
-    uicontext: dict[str, Any] | None = None
-    prefetched: dict[str, Any] | None = None
 
 
 def normalize(text: str) -> str:

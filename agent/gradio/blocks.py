@@ -18,12 +18,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import gradio as gr
-from starlette.responses import RedirectResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentchat.agent.chat.page import EXAMPLES, build_page
-from agentchat.agent.chat.stream import run_chat
-from agentchat.agent.settings import PAGE_SUBPATH, AgentSettings
+from agentchat.agent.gradio.chat_api import run_chat
+from agentchat.agent.gradio.page import EXAMPLES, build_page
+from agentchat.agent.settings import AgentSettings
 from agentchat.agent.wiring import ServiceHolder
 
 
@@ -51,7 +49,7 @@ def build_blocks(holder: ServiceHolder, settings: AgentSettings) -> gr.Blocks:
         ) -> AsyncIterator[dict[str, Any]]:
             """One submit of the chat: a message, a card's answer, or a retry."""
             async for event in run_chat(
-                holder.get().chat, message=message, action=action,
+                holder.get(), message=message, action=action,
                 conversation_id=conversation_id, uicontext=uicontext, user_id=user_id,
                 user_jwt=user_jwt, env_id=env_id,
                 headers=request.headers if request else None,
@@ -75,23 +73,3 @@ def build_page_blocks(holder: ServiceHolder, settings: AgentSettings) -> gr.Bloc
         build_page(holder, settings)
     built: gr.Blocks = page
     return built
-
-
-class PageRedirect:
-    """ASGI middleware: a browser's GET of the mount path itself goes to the page's app (its
-    own URL under the mount path); everything else under the mount, `?view=api` (Gradio's API
-    page of `/chat`) included, is the `/chat` app's."""
-
-    def __init__(self, app: ASGIApp, *, mount_path: str) -> None:
-        self.app = app
-        self.root = mount_path.rstrip("/")
-        self.page = self.root + PAGE_SUBPATH + "/"
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
-                and scope.get("path") in (self.root, self.root + "/")):
-            query = scope.get("query_string", b"").decode("latin-1")
-            if "view=api" not in query.split("&"):
-                target = self.page + (f"?{query}" if query else "")
-                return await RedirectResponse(target, status_code=307)(scope, receive, send)
-        await self.app(scope, receive, send)

@@ -2,50 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from agentchat.agent.chat.uploads import OWNERS, RefusedFile, read_upload, upload_key
+from agentchat.agent.chat.attachments import OWNERS, upload_key
+from agentchat.agent.chat.request import ACTIONS, ID_PATTERN, ChatRequest, UIContext
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import AgentChatError, ErrorCode
-
-ACTIONS = {None, "confirm", "deny", "retry", "join"}
-_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-
-class UIContext(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    objectType: str | None = Field(default=None, pattern="^(dashboard|dataset|migration)$")
-    objectId: str | None = Field(default=None, max_length=64)
-    objectName: str | None = Field(default=None, max_length=300)
-    envId: str | None = Field(default=None, max_length=64)
-    route: str | None = Field(default=None, max_length=500)
-    contextVersion: int
-
-
-@dataclass
-class ChatRequest:
-    text: str
-    action: str | None
-    conversation_id: str | None
-    uicontext: dict[str, Any] | None
-    user_id: str | None
-    user_jwt: str | None
-    env_id: str | None
-    confirm_id: str | None = None
-    # docs/protocol.md §4 "Runs": the run to join and the last seq the client has; the
-    # browser tab that holds the lease (stable across reconnects).
-    run_id: str | None = None
-    last_seq: int = 0
-    tab_id: str | None = None
-    files: list[dict[str, Any]] = field(default_factory=list)
-    attached: str = ""  # the files as the model reads them, once read (file_text)
 
 
 def _invalid(detail: str) -> AgentChatError:
@@ -96,7 +61,7 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         raise _invalid(f"unknown action {req.action!r}")
     for name in ("conversation_id", "run_id", "tab_id"):
         value = getattr(req, name)
-        if value is not None and not _ID_RE.match(value):
+        if value is not None and not ID_PATTERN.match(value):
             raise _invalid(f"{name} is malformed")
     if req.action == "join" and req.conversation_id is None:
         raise _invalid("join needs the conversation_id")
@@ -167,35 +132,3 @@ def _parse_files(settings: AgentSettings, files: Any) -> list[dict[str, Any]]:
         name = "".join(c for c in name if c.isprintable())[:255] or "file"
         out.append({"name": name, "path": path, "key": key})
     return out
-
-
-async def file_text(settings: AgentSettings, files: list[dict[str, Any]], owner: str) -> str:
-    """Text files reach the model as text, others by name and size. Every file must have been
-    uploaded by `owner`; anything refused is INVALID_REQUEST before anything is stored."""
-    for f in files:
-        if not OWNERS.owns(f["key"], owner):
-            raise _invalid("a file was not uploaded by you")
-    OWNERS.touch((f["key"] for f in files), owner)  # used now: its expiry starts again
-    try:
-        return await asyncio.to_thread(_read_files, settings, files)
-    except RefusedFile as e:
-        raise _invalid(str(e)) from None
-
-
-def _read_files(settings: AgentSettings, files: list[dict[str, Any]]) -> str:
-    parts, total = [], 0
-    for f in files:
-        data = read_upload(f["path"], f["key"], settings.max_file_bytes)
-        total += len(data)
-        if total > settings.max_files_total_bytes:
-            raise RefusedFile(f"the files are over {settings.max_files_total_bytes // 1024} KB"
-                              " together")
-        try:
-            text = data.decode("utf-8")  # strict: invalid UTF-8 is not text
-        except UnicodeDecodeError:
-            text = None
-        if text is None or "\x00" in text:
-            parts.append(f"[file {f['name']}: {len(data)} bytes, not text]")
-        else:
-            parts.append(f"[file {f['name']}]\n{text}")
-    return "\n\n".join(parts)

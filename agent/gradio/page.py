@@ -22,8 +22,8 @@ from typing import Any
 import gradio as gr
 from gradio.components.chatbot import ExampleMessage
 
-from agentchat.agent.chat.page_text import json_block, plain
-from agentchat.agent.chat.stream import run_chat
+from agentchat.agent.gradio.chat_api import run_chat
+from agentchat.agent.gradio.page_text import json_block, plain
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.wiring import ServiceHolder
 from agentchat.identity import DEMO_USERS
@@ -232,7 +232,7 @@ class _PageTurns:
         if action and card and card.get("confirm_id"):
             message["confirm_id"] = card["confirm_id"]  # answer exactly the card shown
         async for ev in run_chat(
-            self.holder.get().chat, message=message, action=action,
+            self.holder.get(), message=message, action=action,
             conversation_id=conversation or None, uicontext=None, user_id=None,
             user_jwt=self.token_for(user_value), env_id=None, headers=None,
             session="page-" + (request.session_hash or "anonymous"),

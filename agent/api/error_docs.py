@@ -1,22 +1,20 @@
-"""The agent's error responses: `error_response`, the one `{code, detail}` (docs/protocol.md §5)
-answer of the app's handlers, `RestRoute` and the ASGI middlewares (body limit, file guard);
-and what the REST routes declare about auth and errors, so the OpenAPI schema is complete:
-the bearer scheme, and the body for every error status a route can give.
+"""What the REST routes declare about auth and errors, so the OpenAPI schema is complete: the
+bearer scheme, and the `{code, detail}` body (agentchat/http_errors.py) for every error status
+a route can give; and `RestRoute`, which gives FastAPI's own pre-route errors the same body.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
-from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException  # what FastAPI raises; its own subclasses it
 
 from agentchat.agent.api.models import ErrorBody
-from agentchat.errors import ErrorCode, error_body
+from agentchat.http_errors import code_for_status, error_response
 
 # Documents the scheme only: `CurrentUser` verifies the token (auto_error off, so a missing
 # token is refused there with UNAUTHORIZED and our error body, not FastAPI's 403).
@@ -41,22 +39,6 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     every route (the body limit is a middleware in front of all of them)."""
     return {s: {"model": ErrorBody, "description": _WHEN[s]}
             for s in sorted({*statuses, 413, 500})}
-
-
-_CODES = {400: ErrorCode.INVALID_REQUEST, 401: ErrorCode.UNAUTHORIZED,
-          403: ErrorCode.FORBIDDEN, 404: ErrorCode.NOT_FOUND}
-
-
-def code_for_status(status: int) -> ErrorCode:
-    """The code of an HTTP error raised by FastAPI or Starlette (unknown path, wrong method)."""
-    return _CODES.get(status, ErrorCode.INVALID_REQUEST if status < 500 else ErrorCode.INTERNAL)
-
-
-def error_response(status: int, code: ErrorCode, detail: str,
-                   headers: Mapping[str, str] | None = None) -> JSONResponse:
-    """A `{code, detail}` response; an ASGI app too (`await error_response(...)(scope, receive,
-    send)`), so the middlewares answer in the same shape."""
-    return JSONResponse(error_body(code, detail), status_code=status, headers=headers)
 
 
 class RestRoute(APIRoute):

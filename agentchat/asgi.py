@@ -1,4 +1,5 @@
-"""The agent's request-body limit: a pure ASGI middleware in front of every route.
+"""ASGI request bodies: the body limit, a pure middleware in front of every route, and the
+two helpers a guard uses to read a body and hand it on (`read_body`, `replay`).
 
 REST bodies and Gradio's `/chat` queue/call bodies are small JSON (16 KB text, 4 KB UIContext),
 so anything over `max_body_bytes` (1 MB) is refused with 413 `{code: INVALID_REQUEST, detail}`
@@ -14,17 +15,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentchat.agent.api.errors import error_response
-from agentchat.agent.settings import PAGE_SUBPATH
 from agentchat.errors import ErrorCode
-
-
-def gradio_upload_paths(mount_path: str) -> frozenset[str]:
-    """Gradio's upload route under the mount (gradio/routes.py: `POST /gradio_api/upload`), of
-    the `/chat` app and of the page's app (PAGE_SUBPATH)."""
-    root = mount_path.rstrip("/")
-    bases = [root + "/gradio_api/upload", root + PAGE_SUBPATH + "/gradio_api/upload"]
-    return frozenset({p for b in bases for p in (b, b + "/")})
+from agentchat.http_errors import error_response
 
 
 class BodyLimitMiddleware:

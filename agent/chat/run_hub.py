@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ import psycopg
 
 from agentchat.agent import heap
 from agentchat.agent.chat.events import coalesce, to_kept, with_text
-from agentchat.agent.chat.turns import Turn
+from agentchat.agent.chat.turn_task import Turn
 from agentchat.agent.metrics import EVENT_GAP, LIVE_RUNS, SATURATED
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import runs as store
@@ -34,7 +34,7 @@ from agentchat.agent.storage.db import Db
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.words import error_text
 
-log = logging.getLogger("agentchat.agent.chat.runs")
+log = logging.getLogger("agentchat.agent.chat.run_hub")
 # A run's last event: after it the run's stream ends.
 TERMINAL = frozenset({"final", "confirm_required", "error"})
 STATUS_AFTER = {"final": "completed", "confirm_required": "awaiting_confirmation",
@@ -83,6 +83,7 @@ class Run:
     base_end: int = 0  # len(text) before events[0] (older events were dropped)
     based_seq: int = 1  # the first kept seq whose stored row carries its `_base`
     last_at: float = 0.0  # when the last event was added (EVENT_GAP)
+    stop: Callable[[], Any] | None = None  # cancels the run's turn (the submit's own stream)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -181,7 +182,7 @@ class RunHub:
         """The run of a started turn: `early` events first (a card's resolution), then the
         turn's, coalesced."""
         run = Run(run_id=str(uuid.uuid4()), conversation_id=turn.conversation_id,
-                  turn_id=turn.turn_id, tab_id=turn.session_id, kind=kind,
+                  turn_id=turn.turn_id, tab_id=turn.tab, kind=kind,
                   max_events=self.settings.run_events_max)
         self.live[run.run_id] = run
 

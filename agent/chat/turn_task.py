@@ -1,7 +1,7 @@
 """A turn runs as a server-side task that outlives the connection (docs/protocol.md §4).
 
 The task drives the graph, turns what it streams into docs/protocol.md §2 events, records the turn
-as it happens, and hands the events to its run (agent/chat/runs.py). A dropped connection only
+as it happens, and hands the events to its run (agent/chat/run_hub.py). A dropped connection only
 ends its follower of the run; a cancel stops the task, keeps the partial answer and closes
 dangling calls.
 """
@@ -23,16 +23,17 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability, StreamMode
 from opentelemetry import trace
 
-from agentchat.agent.graph.builder import TurnRuntime
+from agentchat.agent.audit.trail import card_shown
 from agentchat.agent.graph.checkpoints import Checkpointer
+from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.graph.taint import own_result
-from agentchat.agent.metrics import ACTIVE_TURNS, TURNS
+from agentchat.agent.metrics import ACTIVE_TURNS, CARDS, TURNS
 from agentchat.agent.storage import confirmations, leases
 from agentchat.agent.storage import turns as turn_records
-from agentchat.agent.storage.db import STORAGE_ERRORS, Db
+from agentchat.agent.storage.db import STORAGE_ERRORS, Db, connection
 from agentchat.errors import AgentChatError, ErrorCode
 
-log = logging.getLogger("agentchat.agent.chat.turns")
+log = logging.getLogger("agentchat.agent.chat.turn_task")
 TRACER = trace.get_tracer("agentchat.agent")
 END_OF_STREAM: dict[str, Any] = {"type": "__end__"}
 # The tools' own events (written with get_stream_writer; the model node's text goes straight
@@ -56,7 +57,7 @@ class Turn:
 
     conversation_id: str
     turn_id: str
-    session_id: str
+    tab: str  # the browser tab holding the lease (tab_id on the wire)
     runtime: TurnRuntime
     graph_input: Any
     queue: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
@@ -66,7 +67,7 @@ class Turn:
     new_thread: bool = False  # the conversation was created for this turn: no checkpoint yet
 
     def emit(self, event: dict[str, Any]) -> None:
-        """To the turn's run (agent/chat/runs.py), which reads every event, listened to or not."""
+        """To the turn's run (run_hub.py), which reads every event, listened to or not."""
         self.queue.put_nowait(event)
 
     def emit_text(self, event: dict[str, Any]) -> None:
@@ -128,7 +129,7 @@ class TurnRunner:
         while True:
             await asyncio.sleep(self.lease_s / 3)
             with contextlib.suppress(AgentChatError):
-                await leases.extend_lease(self.pool, turn.conversation_id, turn.session_id,
+                await leases.extend_lease(self.pool, turn.conversation_id, turn.tab,
                                           self.lease_s)
 
     async def _run(self, turn: Turn) -> None:
@@ -162,7 +163,7 @@ class TurnRunner:
             if self.checkpointer is not None:
                 self.checkpointer.thread_done(turn.conversation_id)
             with contextlib.suppress(Exception):
-                await leases.extend_lease(self.pool, turn.conversation_id, turn.session_id,
+                await leases.extend_lease(self.pool, turn.conversation_id, turn.tab,
                                           self.lease_s)
             if self.active.get(turn.conversation_id) is turn:
                 del self.active[turn.conversation_id]
@@ -216,10 +217,16 @@ class TurnRunner:
                                            conversation_id=turn.conversation_id,
                                            turn_id=turn.turn_id, role="assistant",
                                            content=turn.text)
-        await confirmations.add_confirmation(
-            self.pool, confirm_id=card["confirm_id"], conversation_id=turn.conversation_id,
-            turn_id=turn.turn_id, call_id=card["call_id"], payload=card,
-            expires_at=datetime.fromisoformat(card["expires_at"]))
+        async with connection(self.pool) as conn, conn.transaction():
+            stored = await confirmations.add_confirmation(
+                conn, confirm_id=card["confirm_id"], conversation_id=turn.conversation_id,
+                turn_id=turn.turn_id, call_id=card["call_id"], payload=card,
+                expires_at=datetime.fromisoformat(card["expires_at"]))
+            if stored:  # showing it is its audit row, in the same transaction
+                await card_shown(conn, conversation_id=turn.conversation_id,
+                                 turn_id=turn.turn_id, card=card)
+        if stored:
+            CARDS.labels("shown").inc()
         await self._finish(turn, "awaiting_confirmation")
         turn.emit(card)
 
@@ -260,7 +267,7 @@ class TurnRunner:
         error), after it the partial answer if there is one, and every call still `running`
         in `tool_calls` gets `outcome`, so the model never sees a call without a result. The
         one repair for a cancelled or failed turn, a run that died mid-step (recovery.py) and
-        a card a new message denies (ChatService)."""
+        a card a new message denies (card_answers.py)."""
         messages: list[BaseMessage] = (await self.state(conversation_id)).values.get(
             "messages", [])
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}

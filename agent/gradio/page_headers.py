@@ -1,4 +1,6 @@
-"""The built-in page's Content-Security-Policy (issue 31, hole 4), on every response of its app.
+"""The built-in page's HTTP middlewares: `PageRedirect` (a browser opening the mount path
+gets the page) and `PageSecurityHeaders`, the page's Content-Security-Policy (issue 31, hole
+4) on every response of its app.
 
 The page shows text a model or ss-tools wrote; page.py renders it as plain text, and this
 header is the second wall: scripts only from the page's origin or by the hash of its own
@@ -11,9 +13,11 @@ refused by the browser before anything leaves the page.
 from __future__ import annotations
 
 from starlette.datastructures import MutableHeaders
+from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentchat.agent.csp import content_security_policy
+from agentchat.agent.settings import PAGE_SUBPATH
 
 STATIC = content_security_policy("", inline_styles=True)  # a response that is not the HTML
 
@@ -55,3 +59,23 @@ class PageSecurityHeaders:
                 await send(message)
 
         await self.app(scope, receive, wrapped)
+
+
+class PageRedirect:
+    """ASGI middleware: a browser's GET of the mount path itself goes to the page's app (its
+    own URL under the mount path); everything else under the mount, `?view=api` (Gradio's API
+    page of `/chat`) included, is the `/chat` app's."""
+
+    def __init__(self, app: ASGIApp, *, mount_path: str) -> None:
+        self.app = app
+        self.root = mount_path.rstrip("/")
+        self.page = self.root + PAGE_SUBPATH + "/"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+                and scope.get("path") in (self.root, self.root + "/")):
+            query = scope.get("query_string", b"").decode("latin-1")
+            if "view=api" not in query.split("&"):
+                target = self.page + (f"?{query}" if query else "")
+                return await RedirectResponse(target, status_code=307)(scope, receive, send)
+        await self.app(scope, receive, send)

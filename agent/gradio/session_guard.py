@@ -37,10 +37,10 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentchat.agent.api.errors import error_response
-from agentchat.agent.api.limits import read_body, replay
 from agentchat.agent.settings import PAGE_SUBPATH
+from agentchat.asgi import read_body, replay
 from agentchat.errors import ErrorCode
+from agentchat.http_errors import error_response
 from agentchat.identity import bearer
 
 # Every route Gradio 6.31 mounts, by what the guard does with it (`category`): `free` names no

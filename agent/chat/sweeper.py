@@ -1,18 +1,21 @@
-"""What a replica does about turns another process left behind when it died (kill -9, OOM).
+"""The replica's background sweeper: three jobs on one timer, each named for what it does.
+
+    settle_orphans  turns another process left behind when it died (kill -9, OOM), below
+    cut_audit       the audit trail's retention (agent/audit/retention.py), when due
+    expire_uploads  uploads unused for `upload_expiry_s` (agent/chat/attachments.py) deleted,
+                    at least every tenth of it
+
 
 A running turn's process renews its conversation's lease every `lease_s / 3`, so a turn still
 `running` with no live lease and not running here is an orphan. Two ways it is settled:
 
 - The sweeper (every `lease_s`, in every replica) marks runs without a heartbeat lost
-  (agent/chat/runs.py: their joiners get RUN_LOST), then orphans failed (`INTERNAL`) and their
+  (agent/chat/run_hub.py: their joiners get RUN_LOST), then orphans failed (`INTERNAL`) and their
   unfinished tool calls `error`, so history is consistent even if the user never returns. It
   leaves the checkpoint alone: it holds no user token, and the run may still be finished.
-- The user's next submit (`ChatService`): `retry` finishes the interrupted run from its last
+- The user's next submit (agent/chat/facade.py): `retry` finishes the interrupted run from its last
   checkpoint with the same idempotency keys, so a confirmed call runs exactly once; a new
   message first answers the dangling calls so the model never sees a call without a result.
-
-The sweeper also applies the audit trail's retention (agent/audit/retention.py), when due, and
-deletes uploads unused for `upload_expiry_s` (agent/chat/uploads.py), at least every tenth of it.
 """
 
 from __future__ import annotations
@@ -22,16 +25,16 @@ import contextlib
 import logging
 
 from agentchat.agent.audit.retention import Retention
-from agentchat.agent.chat.runs import RunHub
-from agentchat.agent.chat.turns import TurnRunner
-from agentchat.agent.chat.uploads import sweep_uploads
+from agentchat.agent.chat.attachments import sweep_uploads
+from agentchat.agent.chat.run_hub import RunHub
+from agentchat.agent.chat.turn_task import TurnRunner
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db
 
-log = logging.getLogger("agentchat.agent.chat.recovery")
+log = logging.getLogger("agentchat.agent.chat.sweeper")
 
 
-class OrphanSweeper:
+class Sweeper:
     def __init__(self, *, pool: Db, runner: TurnRunner, hub: RunHub, lease_s: float,
                  retention: Retention | None = None,
                  upload_expiry_s: float | None = None) -> None:
@@ -43,7 +46,7 @@ class OrphanSweeper:
         self.lease_s = lease_s
         self.task: asyncio.Task[None] | None = None
 
-    async def sweep(self) -> dict[str, int]:
+    async def settle_orphans(self) -> dict[str, int]:
         # Runs without a heartbeat first: their turns fail as RUN_LOST, which retry completes.
         await self.hub.mark_lost()
         live = [t.turn_id for t in self.runner.active.values()]
@@ -53,29 +56,41 @@ class OrphanSweeper:
                         found["calls"])
         return {"turns": int(found["turns"]), "calls": int(found["calls"])}
 
+    async def cut_audit(self) -> None:
+        if self.retention is not None:
+            try:
+                await self.retention.maybe_cut()
+            except Exception:  # the next interval tries again; orphans are not held up
+                log.warning("audit retention failed; retrying at the next interval")
+
+    async def expire_uploads(self) -> None:
+        if self.upload_expiry_s is None:
+            return
+        try:
+            if n := await asyncio.to_thread(sweep_uploads, self.upload_expiry_s):
+                log.info("deleted %s expired uploads", n)
+        except OSError:  # the upload folder unreadable: the next interval tries again
+            log.warning("the upload sweep failed; retrying at the next interval")
+
+    @property
+    def interval(self) -> float:
+        """Every `lease_s`; an upload lives at most about 10 % past its expiry, however long
+        the lease."""
+        if self.upload_expiry_s is None:
+            return self.lease_s
+        return min(self.lease_s, max(1.0, self.upload_expiry_s / 10))
+
     async def _loop(self) -> None:
         while True:
             # A failed sweep (database down) is retried at the next interval.
             with contextlib.suppress(Exception):
-                await self.sweep()
-            if self.retention is not None:
-                try:
-                    await self.retention.maybe_cut()
-                except Exception:  # the next interval tries again; orphans are not held up
-                    log.warning("audit retention failed; retrying at the next interval")
-            interval = self.lease_s
-            if self.upload_expiry_s is not None:
-                try:
-                    if n := await asyncio.to_thread(sweep_uploads, self.upload_expiry_s):
-                        log.info("deleted %s expired uploads", n)
-                except OSError:  # the upload folder unreadable: the next interval tries again
-                    log.warning("the upload sweep failed; retrying at the next interval")
-                # An upload lives at most about 10 % past its expiry, however long the lease.
-                interval = min(interval, max(1.0, self.upload_expiry_s / 10))
-            await asyncio.sleep(interval)
+                await self.settle_orphans()
+            await self.cut_audit()
+            await self.expire_uploads()
+            await asyncio.sleep(self.interval)
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self._loop(), name="orphan-sweeper")
+        self.task = asyncio.create_task(self._loop(), name="sweeper")
 
     async def aclose(self) -> None:
         if self.task is not None:

@@ -1,0 +1,193 @@
+"""The chat domain's one door (issue 32): `Chat.submit(request, principal) -> Run` and
+`Chat.join(request, principal)`. The Gradio adapter (agent/gradio/chat_api.py) calls it with
+a parsed, authenticated request; whatever an adapter is, the rules are here:
+
+    admission       the user's limits (user_limits.py: runs, streams, submits a minute) and
+                    the replica's (run_hub.py: draining, its cap), before anything is stored
+    attachments     the caller's own uploads read off the event loop (attachments.py), before
+                    anything is stored: a refused file leaves nothing behind
+    the kind        a message (turn_starts.py: one statement, or one transaction on an
+                    existing conversation), a card's answer (card_answers.py, in the
+                    transaction that opened the conversation), a retry
+    the lease       the tab's (docs/protocol.md §4), taken in that same statement; the same
+                    tab's run still stopping is waited for, another tab's is BUSY
+    the run         run_hub.py: the turn's events, numbered, kept and stored; a join follows
+                    one from any replica (join.py)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from langgraph.types import Command
+from opentelemetry import trace
+
+from agentchat.agent.chat.attachments import file_text
+from agentchat.agent.chat.card_answers import CardAnswers
+from agentchat.agent.chat.join import RunListener, join
+from agentchat.agent.chat.request import ChatRequest
+from agentchat.agent.chat.run_hub import Run, RunHub
+from agentchat.agent.chat.turn_starts import TurnStarts
+from agentchat.agent.chat.turn_task import Turn, TurnRunner
+from agentchat.agent.chat.user_limits import UserLimits
+from agentchat.agent.settings import AgentSettings
+from agentchat.agent.storage import runs, submits
+from agentchat.agent.storage.db import Db, Row, connection
+from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.identity import Principal
+from agentchat.words import as_lang
+
+TRACER = trace.get_tracer("agentchat.agent")
+
+
+class Chat:
+    def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner, hub: RunHub,
+                 listener: RunListener, limits: UserLimits, starts: TurnStarts,
+                 answers: CardAnswers) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.runner = runner
+        self.hub = hub
+        self.listener = listener
+        self.limits = limits
+        self.starts = starts
+        self.answers = answers
+
+    async def submit(self, req: ChatRequest, principal: Principal) -> Run:
+        """Start the run this submit asks for (`req.user_jwt`: the verified token;
+        `req.tab_id`: the tab). Its events, any early ones first, come from `Run.follow`;
+        `Run.stop()` cancels it."""
+        slot = self.limits.admit(principal.sub)
+        try:
+            self.hub.admit()
+            if req.files and req.action is None:
+                req.attached = await file_text(self.settings, req.files, principal.sub)
+            turn, early = await self._start(req, principal)
+            slot.hold(turn.task)  # the run slot is freed when the turn's task ends
+            run = self.hub.start(turn, req.action or "message", early)
+            run.stop = turn.task.cancel if turn.task is not None else None
+            return run
+        finally:
+            slot.release_unless_held()  # the submit failed before a turn took it
+
+    async def join(self, req: ChatRequest, principal: Principal) -> AsyncIterator[dict[str, Any]]:
+        """`action: "join"`: a run's events after `last_seq`, then live; never starts or
+        changes a run, takes no lease; one of the user's streams while it follows."""
+        assert req.conversation_id is not None
+        slot = self.limits.admit_join(principal.sub)
+        try:
+            async for event in join(self.hub, self.listener, self.pool, owner=principal.sub,
+                                    conversation_id=req.conversation_id, run_id=req.run_id,
+                                    last_seq=req.last_seq):
+                yield event
+        finally:
+            slot.release_unless_held()
+
+    # -- the kinds of submit ----------------------------------------------------------------------
+
+    async def _start(self, req: ChatRequest, principal: Principal
+                     ) -> tuple[Turn, list[dict[str, Any]]]:
+        tab = str(req.tab_id)
+        if req.conversation_id is not None:
+            await self._settle_local(req.conversation_id, tab)
+        if req.action is None:
+            early: list[dict[str, Any]] = []
+
+            async def settle(opened: submits.Opened) -> bool:
+                if opened.elsewhere:
+                    await self._settle_elsewhere(str(req.conversation_id), opened.elsewhere,
+                                                 tab)
+                elif opened.pending is not None:
+                    early.extend(await self.answers.deny_pending(
+                        str(req.conversation_id), principal, tab))
+                elif opened.unfinished:
+                    assert opened.last is not None
+                    await self.starts.settle_orphan(str(req.conversation_id), opened.last)
+                    return True
+                return False
+
+            return await self.starts.message(req, principal, tab, settle), early
+        return await self._act(req, principal, tab)
+
+    async def _act(self, req: ChatRequest, principal: Principal, tab: str
+                   ) -> tuple[Turn, list[dict[str, Any]]]:
+        """A card's answer or a retry, on the conversation opened under its lock."""
+        if req.conversation_id is None:
+            raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION
+                                 if req.action != "retry" else ErrorCode.NOT_FOUND,
+                                 "no conversation was given")
+        cid, token = req.conversation_id, str(req.user_jwt)
+        answering = req.action in ("confirm", "deny")
+        for _ in range(4):
+            last: Row | None = None
+            answer: tuple[Row, str, dict[str, Any] | None] | None = None
+            try:
+                async with submits.open_for_action(
+                        self.pool, conversation_id=cid, owner=principal.sub, tab=tab,
+                        lease_s=self.settings.lease_s, replica=self.hub.replica,
+                        lost_s=self.settings.run_lost_s) as action:
+                    opened = action.opened
+                    last = opened.last
+                    if answering and not opened.elsewhere:
+                        with TRACER.start_as_current_span("agentchat.card.answer", attributes={
+                                "agentchat.conversation_id": cid,
+                                "agentchat.action": str(req.action)}):
+                            result, recheck = await self.answers.answer(
+                                action, kind=str(req.action), confirm_id=req.confirm_id,
+                                principal=principal, token=token, tab=tab)
+                        assert opened.pending is not None
+                        answer = (opened.pending, result, recheck)
+            except AgentChatError as e:
+                e.lang = as_lang(((last or {}).get("plan") or {}).get("lang"))
+                raise
+            if opened.elsewhere:
+                await self._settle_elsewhere(cid, opened.elsewhere, tab)
+                continue
+            if answer is not None:
+                # Committed: the turn goes on from its card with the answer.
+                pending, result, recheck = answer
+                graph_input: Command[Any] = Command(resume={
+                    "result": result, "confirm_id": pending["confirm_id"], "recheck": recheck})
+                early = [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
+                          "result": result}]
+                return self.starts.resume(cid, tab, token, last, str(pending["turn_id"] or uuid.uuid4()),
+                                          graph_input), early
+            early = (await self.answers.deny_pending(cid, principal, tab)
+                     if opened.pending is not None else [])
+            return await self.starts.retry(token, cid, tab, last), early
+        raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+
+    # -- what stands in the way -------------------------------------------------------------------
+
+    async def _settle_local(self, conversation_id: str, tab: str) -> None:
+        """A turn of this conversation running here. One that has sent its last event (final,
+        card, error) may still be writing its records: the next submit is not busy. The same
+        tab's (Stop, then send at once) is waited for up to `stop_wait_s`; another tab's is
+        BUSY at once."""
+        running = self.runner.active.get(conversation_id)
+        if running is None or running.status != "running":
+            return
+        if running.tab == tab and running.task is not None:
+            await asyncio.wait([running.task], timeout=self.settings.stop_wait_s)
+            if running.task.done() or running.status != "running":
+                return
+        raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+
+    async def _settle_elsewhere(self, conversation_id: str, live: list[Row], tab: str) -> None:
+        """A run of this conversation live on another replica (the same tab reconnected to
+        another pod): waited for like a local one; a dead replica's run is marked lost."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.stop_wait_s
+        while live:
+            if any(r["stale"] for r in live):
+                await self.hub.mark_lost()
+            elif any(r["tab_id"] != tab for r in live) or loop.time() >= deadline:
+                raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+            else:
+                await asyncio.sleep(0.1)
+            async with connection(self.pool) as conn:
+                live = await runs.live_elsewhere(conn, conversation_id, self.hub.replica,
+                                                 self.settings.run_lost_s)

@@ -1,0 +1,81 @@
+"""The Gradio adapter on the agent's FastAPI app: `/chat` at the mount path, the built-in
+page's app under it (when on), and the guards Gradio's own routes need (uploads and files,
+sessions, the page's headers and redirect). `create_app` (agent/main.py) calls `mount`.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+from fastapi import FastAPI
+from starlette.datastructures import Headers
+
+from agentchat.agent.chat.upload_book import UploadLimits
+from agentchat.agent.gradio.blocks import build_blocks, build_page_blocks
+from agentchat.agent.gradio.file_guard import GradioFileGuard
+from agentchat.agent.gradio.page_headers import PageRedirect, PageSecurityHeaders
+from agentchat.agent.gradio.session_guard import GradioSessionGuard
+from agentchat.agent.settings import PAGE_SUBPATH, AgentSettings
+from agentchat.agent.wiring import ServiceHolder
+from agentchat.errors import AgentChatError
+from agentchat.identity import bearer
+
+
+def mount(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) -> FastAPI:
+    """Mount the Gradio apps and add their guards to `app`; the app to serve (Gradio's
+    mount returns it)."""
+    mounted = _mount_gradio(app, holder, settings)
+
+    def sub_of(token: str | None) -> str | None:
+        try:
+            return holder.get().verifier.verify(token).sub
+        except AgentChatError:
+            return None
+
+    def user_of(headers: Headers) -> str | None:
+        return sub_of(bearer(headers))
+
+    # FileData and file routes, uploads and their quotas (file_guard.py).
+    app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of,
+                       limits=UploadLimits.from_settings(settings))
+    # Gradio's own routes act on the caller's sessions only (session_guard.py).
+    app.add_middleware(GradioSessionGuard, mount_path=settings.mount_path, user_of=sub_of,
+                       page_open=settings.is_dev and settings.page_on,
+                       page_mounted=settings.page_on)
+    if settings.page_on:
+        # The page's responses carry its Content-Security-Policy (page_headers.py).
+        app.add_middleware(PageSecurityHeaders,
+                           prefix=settings.mount_path.rstrip("/") + PAGE_SUBPATH)
+        # A browser opening the mount path gets the page (its own app under it).
+        app.add_middleware(PageRedirect, mount_path=settings.mount_path)
+    return mounted
+
+
+def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) -> FastAPI:
+    """`/chat` at the mount path and, when the page is on, the built-in page's own app under it
+    (PAGE_SUBPATH, mounted first so its routes are matched before the `/chat` app's): see
+    blocks.py. Off, nothing is mounted there: its paths are the `/chat` app's unknown ones."""
+    if settings.page_on:
+        _mount_one(app, build_page_blocks(holder, settings),
+                   settings.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
+    return _mount_one(app, build_blocks(holder, settings), settings.mount_path, settings)
+
+
+def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettings) -> FastAPI:
+    # Gradio's queue runs at most `max_threads` jobs at once (40 unless launch() sets it, and
+    # mount_gradio_app cannot), whatever the concurrency limits say: 200 conversations ran in
+    # five waves of 40, the last starting 30 s late (bench/agent_scale.py).
+    blocks.max_threads = max(settings.chat_concurrency, 40)
+    blocks.queue(default_concurrency_limit=settings.chat_concurrency)
+
+    # --- files only from Gradio's uploads (agent/chat/attachments.py) ------------------------
+    # A mounted app gets its path rules and upload limit only from these arguments. Gradio checks
+    # FileData inputs against its upload folder only once `has_launched` is set
+    # (processing_utils._check_allowed), which launch() sets and mount_gradio_app does not:
+    # without it a FileData-tagged /etc/passwd was copied into the cache, unauthenticated, and
+    # /dev/zero was hashed forever on the event loop. The guard answers such input with
+    # INVALID_REQUEST before Gradio's queue, and asks a user token on upload and file routes.
+    mounted: FastAPI = gr.mount_gradio_app(app, blocks, path=path, allowed_paths=[],
+                                  blocked_paths=[str(settings.data_dir.resolve())],
+                                  max_file_size=settings.max_file_bytes)
+    blocks.has_launched = True
+    return mounted

@@ -1,0 +1,95 @@
+"""A card's words and payload (the `confirm_required` event, docs/protocol.md §2): what the
+owner approves in the turn's language, from the catalog, the validated arguments and the
+object names ss-tools results carry (agent/graph/names.py); and the ToolMessages of calls
+that do not run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+
+from agentchat.agent.graph.calls import localized_alternatives
+from agentchat.agent.graph.names import names_for_call
+from agentchat.agent.graph.state import UNTRUSTED_CARD, TurnRuntime
+from agentchat.agent.graph.taint import own_result, taint_reason
+from agentchat.agent.graph.tool_runtime import tool_title
+from agentchat.catalog import Catalog
+from agentchat.words import pick
+
+
+@dataclass(frozen=True)
+class CardWords:
+    """What a card's words come from: the catalog, the turn (its language, UIContext), and
+    the object names the thread's ss-tools results carry."""
+
+    catalog: Catalog
+    ctx: TurnRuntime
+    names: dict[tuple[str, str], str]
+
+    def prompt(self, call: Any, d: dict[str, Any], granted: bool) -> str:
+        lang, tool = self.ctx.lang, self.catalog.get(call["name"])
+        if tool is None:  # the policy node refuses these; never a card, but never raw words
+            return pick(lang, "Подтвердить неизвестное действие?", "Confirm an unknown action?")
+        if granted:
+            names = names_for_call(call["args"], self.names, self.ctx.turn.uicontext)
+            return tool.card_prompt(call["args"], lang, names)
+        env = d.get("env_context")
+        where = "" if not env or env not in self.catalog.environments else (
+            pick(lang, f" в {env}", f" in {env}"))
+        role = str(d.get("required_role") or "")
+        role = role if role.replace("-", "").replace("_", "").isalnum() else ""
+        need = pick(lang, f": нужна роль {role}", f": it needs the {role} role") if role else ""
+        return pick(lang, f"Недостаточно прав на «{tool.title.ru}»{where}{need}.",
+                    f"You may not run “{tool.title.en}”{where}{need}.")
+
+    def alternatives(self, call: Any, d: dict[str, Any]) -> list[dict[str, str]]:
+        return localized_alternatives(self.catalog, call["name"], d.get("alternatives"),
+                                      self.ctx.lang)
+
+
+def permission_denied(call: Any, d: dict[str, Any], words: CardWords) -> ToolMessage:
+    return own_result(json.dumps({"permission_denied": True,
+                                  "required_role": d.get("required_role"),
+                                  "alternatives": words.alternatives(call, d)},
+                                 ensure_ascii=False),
+                      tool_call_id=call["id"] or "", name=call["name"])
+
+
+def refusal(call: Any, text: str) -> ToolMessage:
+    return own_result(text, tool_call_id=call["id"] or "", name=call["name"])
+
+
+def card_payload(confirm_id: str, words: CardWords, call: Any, d: dict[str, Any]) -> dict[str, Any]:
+    ctx = words.ctx
+    granted = d.get("decision") != "deny"
+    expires = datetime.now(UTC) + timedelta(seconds=ctx.confirmation_ttl_s)
+    tool, env = call["name"], d.get("env_context")
+    return {
+        "type": "confirm_required",
+        "confirm_id": confirm_id,
+        "thread_id": ctx.conversation_id,
+        "call_id": call["id"],
+        "tool_name": tool,
+        "title": tool_title(words.catalog, tool, ctx.lang),
+        "tool_args": call["args"],
+        "risk": d.get("risk"),
+        "risk_level": d.get("risk_level"),
+        "dangerous": bool(d.get("dangerous")),
+        "env_context": env,
+        "permission_granted": granted,
+        "required_role": None if granted else d.get("required_role"),
+        "alternatives": None if granted else words.alternatives(call, d),
+        # What the owner approves: the catalog's words, the validated arguments, quoted names.
+        "prompt": words.prompt(call, d, granted),
+        # Why a card: `confirmation_required`, `confirmation_required_untrusted` (text from
+        # outside the user's words is in the model's context), or the denial's reason; for
+        # an untrusted one, `reason` says so in the turn's language.
+        "reason_code": d.get("reason_code"),
+        "reason": taint_reason(d.get("untrusted_source"), ctx.lang)
+        if d.get("reason_code") == UNTRUSTED_CARD else None,
+        "expires_at": expires.isoformat(),
+    }
