@@ -136,7 +136,7 @@ def profile_layers(raw: Path) -> dict[str, Any]:
 # The steps of a turn's start (--profile-start), by the function on the stack: the innermost
 # match names the step. Samples with none of them go by layer (Gradio's queue, HTTP, ...).
 START_STEPS = [
-    ("parse_request", "/agent/chat/inputs.py", "request parsing"),
+    ("parse_request", "/agent/gradio/inputs.py", "request parsing"),
     ("authenticate", "/agent/chat/service.py", "token check"),
     ("admit", "/agent/chat/", "admission (limits, cap)"),
     ("open_conversation", "/agent/chat/service.py", "conversation SQL"),
@@ -151,12 +151,12 @@ START_STEPS = [
     ("start_conversation", "/agent/chat/service.py", "new conversation (one statement)"),
     ("_new_turn", "/agent/chat/service.py", "new turn (other)"),
     ("submit", "/agent/chat/service.py", "new turn (other)"),
-    ("_heartbeat", "/agent/chat/turns.py", "lease heartbeat"),
-    ("_run", "/agent/chat/turns.py", "graph run (checkpoints, nodes, model)"),
-    ("pump", "/agent/chat/runs.py", "run pump (coalescing)"),
-    ("_write_loop", "/agent/chat/runs.py", "run writer (run_events)"),
-    ("follow", "/agent/chat/runs.py", "run follower (events out)"),
-    ("run_chat", "/agent/chat/stream.py", "run_chat (other)"),
+    ("_heartbeat", "/agent/chat/turn_task.py", "lease heartbeat"),
+    ("_run", "/agent/chat/turn_task.py", "graph run (checkpoints, nodes, model)"),
+    ("pump", "/agent/chat/run_hub.py", "run pump (coalescing)"),
+    ("_write_loop", "/agent/chat/run_hub.py", "run writer (run_events)"),
+    ("follow", "/agent/chat/run_hub.py", "run follower (events out)"),
+    ("run_chat", "/agent/gradio/chat_api.py", "run_chat (other)"),
     ("respond", "bare_chat.py", "bare handler"),
 ]
 

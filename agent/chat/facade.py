@@ -153,8 +153,8 @@ class Chat:
                     "result": result, "confirm_id": pending["confirm_id"], "recheck": recheck})
                 early = [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
                           "result": result}]
-                return self.starts.resume(cid, tab, token, last, str(pending["turn_id"] or uuid.uuid4()),
-                                          graph_input), early
+                turn_id = str(pending["turn_id"] or uuid.uuid4())
+                return self.starts.resume(cid, tab, token, last, turn_id, graph_input), early
             early = (await self.answers.deny_pending(cid, principal, tab)
                      if opened.pending is not None else [])
             return await self.starts.retry(token, cid, tab, last), early
