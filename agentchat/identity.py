@@ -50,7 +50,7 @@ _LOGGED_ENTRY_CHARS = 100
 
 log = logging.getLogger("agentchat.identity")
 
-# Demo users of the dev issuer (ARCHITECTURE: roles are `role` or `role@env`).
+# Demo users of the dev issuer (docs/protocol.md §6: roles are `role` or `role@env`).
 DEMO_USERS: dict[str, list[str]] = {
     "alice": ["admin"],
     "bob": ["editor@ss-dev", "editor@ss-stage", "viewer@prod"],

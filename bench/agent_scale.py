@@ -1,4 +1,4 @@
-"""200 conversations at once, 200 tokens each (issue 4; ARCHITECTURE "Streaming at scale").
+"""200 conversations at once, 200 tokens each (issue 4; docs/architecture.md, "Streaming at scale").
 Goals: no event lost or duplicated; p99 gap between events under 250 ms; under 256 KB of
 agent memory per conversation.
 

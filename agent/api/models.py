@@ -59,7 +59,7 @@ class ConversationPage(BaseModel):
 
 
 class MessageIn(BaseModel):
-    """`000_…`'s "append after stream_end". `id` is the client's id, or the final event's
+    """Append after the stream's end (docs/protocol.md §9). `id` is the client's id, or the final event's
     `message_id` (then the message exists and the call changes nothing)."""
 
     id: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=NO_NUL)]

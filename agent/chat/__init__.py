@@ -1,20 +1,22 @@
-"""The `/chat` endpoint: one submit, from its inputs to the events the client sees.
+"""The chat domain: one submit, from an adapter's parsed request to the run whose events the
+client follows. Its door is `facade.Chat` (`submit(request, principal) -> Run`, `join`); the
+adapters (agent/gradio/, agent/api/) never reach past it.
 
-    blocks.py   the Gradio Blocks mounted at /api/agent/gradio: the `/chat` API and the page
-    stream.py   run_chat: parse, authenticate, limit, submit or join, then follow the run
-    service.py  ChatService: the conversation, the tab's lease (Stop then send), which kind
-                of submit
-    events.py   the events as ChatMessage dicts (to_message) and the text coalescing
-    runs.py     RunHub: each submit's run, its events in memory and in PostgreSQL (one writer
-                per replica), heartbeats, RUN_LOST, AGENT_SATURATED
-    join.py     action "join": a run's events after last_seq, then live (LISTEN or polling)
-    inputs.py   the seven inputs and their limits (docs/protocol.md §1)
-    uploads.py  files only from Gradio's uploads, and the guard on its upload and file routes
-    upload_quota.py  who holds which upload, the quotas on the upload route, their expiry
-    sessions.py Gradio's own routes owner-checked: sessions, events, uploads are the caller's
-    limits.py   per-user limits (RATE_LIMITED): runs, streams, submits; PerMinute, the window
-    turns.py    TurnRunner: a turn as a server-side task that outlives the connection
-    recovery.py the sweeper of turns whose process died (and of expired uploads)
+    facade.py        Chat: admission, attachments, which kind of submit, the lease, the run
+    request.py       ChatRequest and UIContext: what a submit asks, whatever parsed it
+    turn_starts.py   the one way a turn starts: a message, a card's resume, a retry
+    card_answers.py  a card's answer: the re-check, the card, its audit rows, one transaction
+    turn_task.py     TurnRunner: a turn as a server-side task that outlives the connection
+    run_hub.py       RunHub: each submit's run, its events in memory and in PostgreSQL (one
+                     writer per replica), heartbeats, RUN_LOST, AGENT_SATURATED
+    join.py          action "join": a run's events after last_seq, then live (LISTEN or polling)
+    events.py        the events as ChatMessage dicts (to_message) and the text coalescing
+    user_limits.py   per-user limits (RATE_LIMITED): runs, streams, submits; PerMinute
+    attachments.py   files attached to a message: Gradio's upload folder, who owns each upload,
+                     reading one safely, expiry and deletion
+    upload_book.py   the owners' book and the upload quotas' room (the route's counting is
+                     agent/gradio/upload_quota.py)
+    sweeper.py       the replica's sweeper: settle_orphans, cut_audit, expire_uploads
 
-May import: graph, selection, storage, agentchat. Imported by: wiring, main, api.
+May import: graph, selection, audit, storage, agentchat. Imported by: wiring and the adapters.
 """

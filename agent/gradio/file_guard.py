@@ -31,7 +31,7 @@ from agentchat.http_errors import error_response
 
 
 def gradio_upload_paths(mount_path: str) -> frozenset[str]:
-    """Gradio's upload route under the mount (gradio/routes.py: `POST /gradio_api/upload`), of
+    """Gradio's upload route under the mount (Gradio's routes module: `POST /gradio_api/upload`), of
     the `/chat` app and of the page's app (PAGE_SUBPATH)."""
     root = mount_path.rstrip("/")
     bases = [root + "/gradio_api/upload", root + PAGE_SUBPATH + "/gradio_api/upload"]

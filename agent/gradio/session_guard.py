@@ -19,7 +19,7 @@ that names it, and refuses anyone else:
 
 A session or event no valid token has named holds only refused submits (the /chat function
 answers an invalid token with UNAUTHORIZED, as its stream's one event), so it passes, and the
-first valid token binds it. tests/agent/test_gradio_sessions.py fails when the mounted app has
+first valid token binds it. tests/system/test_gradio_sessions.py fails when the mounted app has
 a route `category` does not place. In dev the built-in page (PAGE_SUBPATH) answers as its demo
 users and the browser sends no token: there its sessions are not bound. The bindings live in
 this process (a session is sticky to its replica), capped like the upload owners.

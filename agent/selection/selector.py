@@ -1,6 +1,6 @@
 """Tool selection within a context budget: which tool schemas the model sees for one turn.
 
-`get_tools_for_query` follows the intent table of seeds/000 ("Tool Schema Context Budget"):
+`get_tools_for_query` follows the intent table of docs/architecture.md, "Tool selection":
 
 | intent | tools |
 |---|---|

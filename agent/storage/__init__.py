@@ -13,7 +13,9 @@
   runs lost (with their RUN_LOST event and failed turn), the owner's run for a join.
 - `history.py` (reads messages, turns, tool_calls, confirmations): history pages and which
   message each card hangs on.
-- `store.py`: only re-exports `STORAGE_ERRORS` for `agent/main.py`.
+- `submits.py` (conversations, leases, turns, messages, confirmations, runs): a submit's rows
+  before its turn starts, in one transaction: a new conversation in one statement, a message
+  in one round trip, a card's answer or a retry opened under the conversation's lock.
 
 Rules: functions take `db` (the pool, or the connection the caller holds) first; SQL is an
 UPPER_SNAKE constant next to the function that runs it. Every statement a user reaches with a
@@ -24,5 +26,5 @@ go in and out (the API encodes them). The per-conversation advisory lock is
 `agentchat.db.conversation_lock` (the pruner shares it).
 
 Imports: psycopg, `agentchat.errors`, `agentchat.db`'s conversation lock and each other
-only; nothing from `chat/`, `graph/` or `api/`.
+only; nothing from `chat/`, `graph/`, `audit/` or the adapters (tests/core/test_layers.py).
 """

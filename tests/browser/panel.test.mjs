@@ -1,5 +1,5 @@
 // The panel page (/api/agent/ui/, web/) in headless Chromium against the real stack: every row of
-// 002_…'s UX Tests table, found by role, accessible name and ARIA attributes (web/README.md,
+// docs/ux.md's UX tests table, found by role, accessible name and ARIA attributes (web/README.md,
 // "Selectors for the browser tests"), never by CSS class. Each state: a screenshot, axe-core
 // (0 serious or critical), and no CSP violation.
 //

@@ -1,5 +1,5 @@
 """The panel (web/, issue 19) in headless Chromium against the real stack: the page the agent
-serves at /api/agent/ui/ through every row of 002_…'s UX Tests table (panel.test.mjs), and the
+serves at /api/agent/ui/ through every row of docs/ux.md's UX tests table (panel.test.mjs), and the
 library imported by a minimal host app that drives one turn (host.test.mjs, host/).
 
 One stack for the module: agent A (offline planner paced at 30 tokens/s, so streams can be

@@ -1,4 +1,5 @@
-"""Imports point down the agent's layers (shared/ARCHITECTURE.md, "Direction"; agent/README.md):
+"""Imports point down the agent's layers (docs/architecture.md, "One
+turn, through the modules"; agent/README.md, "Module map"):
 
     main, cli                   the entry points
     api, gradio                 the adapters (REST; Gradio's /chat, page and uploads), never

@@ -3,7 +3,7 @@ import { Client } from "@gradio/client";
 
 export const env = (name) => {
   const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run these tests through pytest (tests/test_js_client.py)`);
+  if (!v) throw new Error(`${name} is not set: run these tests through pytest (tests/agent/test_js_client.py)`);
   return v;
 };
 

@@ -3,7 +3,7 @@
 // tool message, the confirmation card with its countdown, and the permission-denied card.
 // The page's own words follow the browser's language (ru-RU here; one test in en-US), the
 // server's words the message's: tool messages carry the tools' titles, the card its prompt.
-// Screenshots of every step go to PAGE_SHOTS (tests/test_page.py passes its tmp dir).
+// Screenshots of every step go to PAGE_SHOTS (tests/agent/test_page.py passes its tmp dir).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync } from "node:fs";

@@ -1,4 +1,4 @@
-// 002_…'s state machine and recovery table, driven by event sequences recorded from the real
+// docs/ux.md's states and recovery table, driven by event sequences recorded from the real
 // stack (tests/record/). Each test names the transition it proves.
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ChatModel } from "../src/lib/model/chat.svelte.js";

@@ -1,4 +1,4 @@
-/** The panel's own words, Russian (002_…'s) and English. Everything the server says (answers,
+/** The panel's own words, Russian (docs/ux.md's) and English. Everything the server says (answers,
  * tool titles, card prompts, errors) arrives in the turn's language and is shown as sent. */
 
 export type Lang = "ru" | "en";

@@ -1,10 +1,10 @@
-/** AgentChat.Model: 002_…'s state machine, fed only by stream events and REST results.
+/** AgentChat.Model: docs/ux.md's state machine, fed only by stream events and REST results.
  *
  *   send()/retry()/confirm()/deny() ─▶ #run(payload) ─ for await ─▶ onStreamData(event) ─▶ $state
  *   the 1 s tick ─▶ card timers, reconnect countdown (5 × 5 s), the idle poll (/active, probe)
  *   openConversation() ─▶ REST history ─▶ items
  *
- * No DOM and no `$effect`: components read the `$state` fields and call the methods (002_…,
+ * No DOM and no `$effect`: components read the `$state` fields and call the methods (docs/ux.md,
  * "Reactivity"). One module because the machine is one: every transition is in this file
  * (about 570 lines; the answer's parts — text, tool cards, cards — are in parts.ts; splitting
  * the transitions would scatter 002's table across files).
@@ -27,7 +27,7 @@ export interface ModelOptions {
   lang: Lang;
   envId?: string | null;
   uicontext?: Record<string, unknown> | null;
-  /** 002_…: retry 5 × 5 s, then manual. */
+  /** docs/ux.md: retry 5 × 5 s, then manual. */
   reconnectAttempts?: number;
   reconnectDelayS?: number;
   /** A dangerous card's Confirm is armed this long after it arrives. */

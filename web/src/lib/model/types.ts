@@ -1,6 +1,6 @@
 /** The wire as docs/protocol.md §2 and §9 describe it, and the model's own view types. */
 
-/** 002_…'s state machine, exactly its states. The expired card is `idle` with a card whose
+/** docs/ux.md's state machine, exactly its states. The expired card is `idle` with a card whose
  * status is `expired` (002: "awaiting_confirmation ──[timeout 5min]──→ idle (expired)"). */
 export type FsmState =
   | "idle"
