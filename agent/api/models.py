@@ -59,8 +59,8 @@ class ConversationPage(BaseModel):
 
 
 class MessageIn(BaseModel):
-    """Append after the stream's end (docs/protocol.md §9). `id` is the client's id, or the final event's
-    `message_id` (then the message exists and the call changes nothing)."""
+    """Append after the stream's end (docs/protocol.md §9). `id` is the client's id, or the
+    final event's `message_id` (then the message exists and the call changes nothing)."""
 
     id: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=NO_NUL)]
     role: Role

@@ -1,5 +1,6 @@
 """The events a client sees (docs/protocol.md §2): ChatMessage dicts, and the coalescing of a
-turn's text so a stream keeps the model's pace under load (docs/architecture.md, "Streaming at scale").
+turn's text so a stream keeps the model's pace under load (docs/architecture.md, "Streaming
+at scale").
 
 Every event carries `seq` (1, 2, 3… within its run), `run_id` (null on an error raised before
 a run exists) and `conversation_id`; a stream_token's `content` is the whole answer so far.
