@@ -1,11 +1,11 @@
 """Lay out `agentchat.<component>` as folders for tools that read the tree statically.
 
 The import namespace maps folders by setuptools `package-dir` (`agent/` is `agentchat.agent`:
-docs/architecture.md, "Components"), which the editable install serves through an import
-hook. Type checkers and editors do not run import hooks, so this writes
-`.cache/src/agentchat/`: a link per file of `agentchat/` and a link per component folder
-(`agent -> ../../../agent`, ...), read from pyproject.toml. Folder links keep new modules visible without running it again; mypy reads the
-tree through `mypy_path` (pyproject), an editor through its extra paths (README).
+docs/architecture.md, "Components"), which the editable install serves through an import hook.
+Type checkers and editors do not run import hooks, so this writes `.cache/src/agentchat/`: a
+link per file of `agentchat/` and a link per component folder (`agent -> ../../../agent`, ...),
+read from pyproject.toml. Folder links keep new modules visible without running it again; mypy
+reads the tree through `mypy_path` (pyproject), an editor through its extra paths (README).
 
     python tools/link_tree.py        # make install runs it
 """
