@@ -52,37 +52,6 @@ SELECT t.*, m.id AS user_message_id, m.content AS user_text
 """
 
 
-# A message without a conversation id, in one statement: the new conversation (titled after
-# the message), its lease for the submitting tab, the turn and the user message. A fresh id has
-# no lease, run, card or turn to settle and a title already, and nobody can see the
-# conversation before its lease exists (the pruner checks leases), so none of the separate
-# statements a submit on an existing conversation needs is needed here.
-START_CONVERSATION = """
-WITH conv AS (
-    INSERT INTO conversations (id, owner, title) VALUES (%(id)s, %(owner)s, %(title)s)
-    RETURNING id
-), lease AS (
-    INSERT INTO leases (conversation_id, session_id, until)
-    SELECT id, %(session)s, now() + make_interval(secs => %(secs)s) FROM conv
-), turn AS (
-    INSERT INTO turns (id, conversation_id, plan) SELECT %(turn_id)s, id, %(plan)s FROM conv
-    RETURNING id, conversation_id
-)
-INSERT INTO messages (id, conversation_id, turn_id, role, content)
-SELECT %(message_id)s, conversation_id, id, 'user', %(content)s FROM turn
-"""
-
-
-async def start_conversation(db: Db, *, conversation_id: str, owner: str, title: str,
-                             session: str, lease_s: float, turn_id: str,
-                             plan: dict[str, Any], message_id: str, content: str) -> None:
-    """A new conversation with its lease, its first turn and that turn's user message."""
-    await execute(db, START_CONVERSATION, {
-        "id": conversation_id, "owner": owner, "title": title, "session": session,
-        "secs": lease_s, "turn_id": turn_id, "plan": json.dumps(plan),
-        "message_id": message_id, "content": content})
-
-
 async def start_turn(db: Db, turn_id: str, conversation_id: str,
                      plan: dict[str, Any] | None = None) -> None:
     """`plan`: what the turn offers the model (tools, env_id, uicontext), kept for resumes."""
