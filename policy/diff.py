@@ -27,8 +27,8 @@ import orjson
 
 from agentchat.errors import LocalError
 
+from .cases import Outcome, TestReport, case_outcomes, run_policy_tests
 from .matrix import RANK, Cell, Principal, Slot, policy_roles, principal_cells, principals, slots
-from .policy_tests import Outcome, TestReport, case_outcomes, run_policy_tests
 from .snapshot import Snapshot
 
 GROUPS = ("wider", "narrower", "required_role", "reason")

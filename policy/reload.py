@@ -24,7 +24,7 @@ from watchfiles import awatch
 from agentchat.catalog import Catalog, catalog_revision, parse_catalog
 from agentchat.errors import CatalogError, LocalError
 
-from .policy_tests import TestReport, run_policy_tests
+from .cases import TestReport, run_policy_tests
 from .rules import TESTS_DIR, PolicyError, read_folder, validate
 from .snapshot import Snapshot
 

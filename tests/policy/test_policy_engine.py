@@ -10,8 +10,8 @@ import pytest
 
 from agentchat.catalog import load_catalog
 from agentchat.identity import parse_roles
+from agentchat.policy.cases import run_policy_tests
 from agentchat.policy.engine import CheckRequest, decide, tool_risk
-from agentchat.policy.policy_tests import run_policy_tests
 from agentchat.policy.reload import ReloadError, build_snapshot
 from agentchat.policy.rules import read_folder, validate
 from agentchat.policy.snapshot import Snapshot

@@ -31,7 +31,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agentchat.agent.graph.names import known_names, tool_names_by_call
-from agentchat.agent.graph.offline.answers import Said, compose
+from agentchat.agent.graph.offline.answers import compose
 from agentchat.agent.graph.offline.rules import (
     clauses,
     intent_of,
@@ -39,6 +39,7 @@ from agentchat.agent.graph.offline.rules import (
     normalize,
     plan_call,
 )
+from agentchat.agent.graph.offline.said import Said
 from agentchat.agent.graph.prompt import TurnContext, read_context
 
 _TOKEN_RE = re.compile(r"\S+\s*|\s+")
