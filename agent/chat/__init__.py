@@ -8,6 +8,7 @@
     runs.py     RunHub: each submit's run, its events in memory and in PostgreSQL (one writer
                 per replica), heartbeats, RUN_LOST, AGENT_SATURATED
     join.py     action "join": a run's events after last_seq, then live (LISTEN or polling)
+    heartbeat.py the `heartbeat` event on a silent stream (a submit's or a join's)
     inputs.py   the seven inputs and their limits (docs/protocol.md §1)
     uploads.py  files only from Gradio's uploads, and the guard on its upload and file routes
     upload_quota.py  who holds which upload, the quotas on the upload route, their expiry

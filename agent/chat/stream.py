@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentchat.agent.chat.events import to_message
+from agentchat.agent.chat.heartbeat import with_heartbeats
 from agentchat.agent.chat.inputs import file_text, parse_request
 from agentchat.agent.chat.limits import RunSlot
 from agentchat.agent.chat.service import ChatService
@@ -33,6 +34,7 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
     turn: Turn | None = None
     slot: RunSlot | None = None
     lang: Lang = "ru"
+    beat_s = service.settings.stream_heartbeat_s
     try:
         req = parse_request(service.settings, message, action, conversation_id, uicontext,
                             user_id, user_jwt, env_id)
@@ -44,7 +46,9 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
             # One of the user's streams while it follows (agent/chat/limits.py).
             slot = service.limits.admit_join(principal.sub)
             try:
-                async for event in service.join(req, principal):
+                async for event in with_heartbeats(service.join(req, principal), beat_s,
+                                                   run_id=req.run_id, seq=req.last_seq,
+                                                   conversation_id=cid):
                     seq = event["metadata"]["seq"]
                     EVENTS.labels(event["metadata"].get("type") or "final").inc()
                     yield event
@@ -73,9 +77,13 @@ async def run_chat(service: ChatService, *, message: Any, action: Any, conversat
             turn, run = await service.submit(req, principal, token, cid, tab)
         slot.hold(turn.task)  # the run slot is freed when the turn's task ends
         first_token = True
-        async for event in run.follow(0):
+        async for event in with_heartbeats(run.follow(0), beat_s, run_id=run.run_id,
+                                           conversation_id=cid):
             seq = event["metadata"]["seq"]
             kind = event["metadata"].get("type") or "final"
+            if kind == "heartbeat":
+                yield event
+                continue
             if seq == 1:
                 FIRST_EVENT.observe(time.monotonic() - started)
             if first_token and kind == "stream_token":
