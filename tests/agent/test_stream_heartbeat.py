@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from testkit.rest import api, ok, session
+from testkit.rest import api, history, ok, session
 from testkit.stack import Stack, stack_on_own_database
 
 BEAT_S = 0.3
@@ -94,3 +94,20 @@ def test_a_silent_stream_beats_and_a_join_too(beating: Stack) -> None:
     assert _check_beats(joined), "a join beats while its run is silent"
     assert [e for e in joined if e["metadata"].get("type") != "heartbeat"][-1]["metadata"][
         "run_id"] == run["run_id"]
+
+
+def test_history_titles_tool_calls_in_the_turns_language(beating: Stack) -> None:
+    token = beating.token("alice")
+    client = session(beating, token)
+    titles = {}
+    for text in ("покажи здоровье окружения ss-dev", "show the health of ss-dev"):
+        events = _raw(client, {"text": text, "files": []})
+        cid = events[-1]["metadata"]["conversation_id"]
+        live = [e["metadata"] for e in events if e["metadata"].get("type") == "tool_start"]
+        calls = [c for m in history(beating, token, cid)["items"] for c in m["tool_calls"]]
+        assert [(c["call_id"], c["title"]) for c in calls] == [
+            (s["call_id"], s["title"]) for s in live]
+        assert all(c["outcome"] == "ok" for c in calls)
+        titles[text] = calls[0]["title"]
+    assert titles == {"покажи здоровье окружения ss-dev": "Отчёт о состоянии",
+                      "show the health of ss-dev": "Health report"}
