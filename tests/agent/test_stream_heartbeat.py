@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,3 +112,43 @@ def test_history_titles_tool_calls_in_the_turns_language(beating: Stack) -> None
         titles[text] = calls[0]["title"]
     assert titles == {"покажи здоровье окружения ss-dev": "Отчёт о состоянии",
                       "show the health of ss-dev": "Health report"}
+
+
+def _cancel(stack: Stack, token: str, cid: str, run_id: str, tab: str) -> Any:
+    return api(stack, "POST", f"/api/agent/conversations/{cid}/runs/{run_id}/cancel", token,
+               json={"tab_id": tab})
+
+
+def test_stop_by_run_id_is_owner_and_tab_checked(beating: Stack, tmp_path: Path) -> None:
+    alice, bob = beating.token("alice"), beating.token("bob")
+    client = session(beating, alice)
+    first = _raw(client, {"text": "привет", "files": [], "tab_id": "tab-a"})
+    cid = first[-1]["metadata"]["conversation_id"]
+    beating.fault(operation="get_health_summary", delay_s=5)
+    seen: list[list[dict[str, Any]]] = []
+    worker = threading.Thread(target=lambda: seen.append(_raw(
+        client, {"text": "покажи здоровье окружения ss-dev", "files": [], "tab_id": "tab-a"},
+        None, cid)))
+    started = time.monotonic()
+    worker.start()
+    run = _wait("the run", lambda: (r := _active_run(beating, alice, cid))
+                and r["run_id"] != first[-1]["metadata"]["run_id"] and r)
+    run_id = run["run_id"]
+
+    assert ok(_cancel(beating, bob, cid, run_id, "tab-a"), 404)["code"] == "NOT_FOUND"
+    assert ok(_cancel(beating, alice, cid, run_id, "tab-b"), 409)["code"] == "CONVERSATION_BUSY"
+    assert _cancel(beating, alice, cid, run_id, "bad tab id!").status_code == 422
+    assert _cancel(beating, alice, cid, "no-such-run", "tab-a").status_code == 404
+    assert _active_run(beating, alice, cid)["status"] == "running"  # type: ignore[index]
+
+    stopped = ok(_cancel(beating, alice, cid, run_id, "tab-a"))
+    assert stopped == {"run_id": run_id, "status": "cancelled"}
+    worker.join(30)
+    assert time.monotonic() - started < 5, "stopped before the slow tool answered"
+    assert seen and not [e for e in seen[0] if e["metadata"].get("message_id")], "no answer"
+    _wait("the run stored as cancelled",
+          lambda: (_active_run(beating, alice, cid) or {}).get("status") == "cancelled")
+    # Stopping it again changes nothing and says how it ended.
+    assert ok(_cancel(beating, alice, cid, run_id, "tab-a"))["status"] == "cancelled"
+    calls = [c for m in history(beating, alice, cid)["items"] for c in m["tool_calls"]]
+    assert calls[-1]["outcome"] == "cancelled", calls
