@@ -11,7 +11,10 @@
 // silent cut is noticed after two missed beats.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { WAIT, checkState, env, launch, openPage, rest, sandbox, sleep, tcpProxy } from "./lib.mjs";
+import {
+  WAIT, assistant, checkState, dot, env, input, launch, log, openPage, rest, sandbox, sendBtn,
+  sleep, stopBtn, tcpProxy, until, words, you,
+} from "./lib.mjs";
 
 const AGENT = env("AGENT_URL");
 const TOKENS = { alice: env("TOKEN_ALICE"), carol: env("TOKEN_CAROL") };
@@ -30,31 +33,8 @@ after(async () => {
   await proxy?.close();
 });
 
-const input = (p) => p.getByRole("textbox", { name: "Сообщение" });
-const sendBtn = (p) => p.getByRole("button", { name: "Отправить", exact: true });
-const stopBtn = (p) => p.getByRole("button", { name: "Остановить", exact: true });
-const log = (p) => p.getByRole("log", { name: "Сообщения" });
-const dot = (p, name) => p.getByRole("status", { name, exact: true });
-const assistant = (p) => p.getByRole("article", { name: "Ассистент" });
-const you = (p) => p.getByRole("article", { name: "Вы" });
 const list = (p) => p.getByRole("list", { name: "Список диалогов" });
 const convButton = (p, title) => list(p).getByRole("button", { name: title, exact: true });
-const words = (text) => text.trim().split(/\s+/).filter(Boolean).length;
-
-async function until(what, fn, timeout = WAIT.timeout) {
-  const deadline = Date.now() + timeout;
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      last = e;
-    }
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last})`);
-}
 
 async function open(user = "alice") {
   const p = await openPage(browser, proxy.url + "/api/agent/ui/", { clock: false });

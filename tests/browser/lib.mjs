@@ -179,3 +179,28 @@ export async function sandbox(path, body) {
   if (!resp.ok) throw new Error(`${path}: ${resp.status} ${await resp.text()}`);
   return resp.json();
 }
+
+// --- the panel, by role and name (web/README.md, "Selectors for the browser tests") ----------
+export const input = (p) => p.getByRole("textbox", { name: "Сообщение" });
+export const sendBtn = (p) => p.getByRole("button", { name: "Отправить", exact: true });
+export const stopBtn = (p) => p.getByRole("button", { name: "Остановить", exact: true });
+export const log = (p) => p.getByRole("log", { name: "Сообщения" });
+export const dot = (p, name) => p.getByRole("status", { name, exact: true });
+export const assistant = (p) => p.getByRole("article", { name: "Ассистент" });
+export const you = (p) => p.getByRole("article", { name: "Вы" });
+export const words = (text) => text.trim().split(/\s+/).filter(Boolean).length;
+
+export async function until(what, fn, timeout = WAIT.timeout) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last})`);
+}

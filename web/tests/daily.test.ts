@@ -1,20 +1,17 @@
 // Issue 36's states of the model: Markdown (safe, incremental), the heartbeat watchdog, Stop on
 // a joined run, history and the conversation list paged by cursor, rename, attachments, words.
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { WORDS } from "../src/lib/i18n.js";
 import { parseMarkdown, MarkdownStream } from "../src/lib/markdown/stream.js";
 import { safeLink } from "../src/lib/markdown/nodes.js";
 import { AttachmentsModel } from "../src/lib/model/attachments.svelte.js";
-import { ChatModel } from "../src/lib/model/chat.svelte.js";
 import { ConversationsModel } from "../src/lib/model/conversations.svelte.js";
 import { fromHistory } from "../src/lib/model/history.js";
 import type { AssistantItem, Conversation, FileData, HistoryMessage, StreamMessage, ToolView } from "../src/lib/model/types.js";
 import { RestError } from "../src/lib/model/types.js";
-import { FakeRest, FakeTransport, fixture } from "./fake.js";
+import { fixture } from "./fake.js";
+import { settle, useModel } from "./harness.js";
 
-const settle = async (ms = 0) => {
-  for (let i = 0; i < 20; i++) await vi.advanceTimersByTimeAsync(ms ? ms / 20 : 0);
-};
 
 describe("Markdown", () => {
   it("lists, a table, code and inline code are elements' nodes, not text with pipes", () => {
@@ -61,27 +58,7 @@ describe("Markdown", () => {
   });
 });
 
-let transport: FakeTransport;
-let rest: FakeRest;
-let model: ChatModel;
-
-async function started(opts: Partial<ConstructorParameters<typeof ChatModel>[0]> = {}) {
-  model = new ChatModel({ transport, rest, tabId: "tab-1", lang: "ru", ...opts });
-  await model.start();
-  await settle();
-  return model;
-}
-
-beforeEach(() => {
-  vi.useFakeTimers();
-  vi.setSystemTime(new Date("2026-12-01T15:24:00Z"));
-  transport = new FakeTransport();
-  rest = new FakeRest();
-});
-afterEach(() => {
-  model?.dispose();
-  vi.useRealTimers();
-});
+const h = useModel();
 
 const first = (f: { submits: { messages: StreamMessage[] }[] }, n: number): StreamMessage[] => {
   const out: StreamMessage[] = [];
@@ -96,70 +73,70 @@ const first = (f: { submits: { messages: StreamMessage[] }[] }, n: number): Stre
 describe("a stream that knows when it is dead", () => {
   it("streaming, silent for 2 heartbeats ──→ disconnected, never cancelled; reconnect joins from the last seq", async () => {
     const f = await fixture("join");
-    transport.queue({ messages: first(f, 3), hang: true }, { messages: f.submits[1]!.messages });
-    await started({ heartbeatS: 2 });
-    model.send("привет and echo 80 words");
+    h.transport.queue({ messages: first(f, 3), hang: true }, { messages: f.submits[1]!.messages });
+    await h.started({ heartbeatS: 2 });
+    h.model.send("привет and echo 80 words");
     await settle(3000);
-    expect(model.state).toBe("streaming"); // 3 s < 2 × 2 s
+    expect(h.model.state).toBe("streaming"); // 3 s < 2 × 2 s
     await settle(2000);
-    expect(model.state).toBe("disconnected");
-    expect(transport.cancelled).toBe(0); // the run goes on server-side
+    expect(h.model.state).toBe("disconnected");
+    expect(h.transport.cancelled).toBe(0); // the run goes on server-side
     await settle(6000);
-    expect(transport.payloads[1]).toMatchObject({ action: "join", message: { last_seq: 3, tab_id: "tab-1" } });
-    expect(model.state).toBe("idle");
+    expect(h.transport.payloads[1]).toMatchObject({ action: "join", message: { last_seq: 3, tab_id: "tab-1" } });
+    expect(h.model.state).toBe("idle");
   });
 
   it("heartbeats keep a silent stream alive and show nothing", async () => {
     const f = await fixture("join");
-    transport.queue({ messages: first(f, 3), hang: true, beatMs: 1000 });
-    await started({ heartbeatS: 2 });
-    model.send("привет and echo 80 words");
+    h.transport.queue({ messages: first(f, 3), hang: true, beatMs: 1000 });
+    await h.started({ heartbeatS: 2 });
+    h.model.send("привет and echo 80 words");
     await settle(2000);
-    const shown = JSON.stringify(model.items);
+    const shown = JSON.stringify(h.model.items);
     await settle(20_000);
-    expect(model.state).toBe("streaming");
-    expect(JSON.stringify(model.items)).toBe(shown);
+    expect(h.model.state).toBe("streaming");
+    expect(JSON.stringify(h.model.items)).toBe(shown);
   });
 
   it("heartbeatS 0: no watchdog", async () => {
     const f = await fixture("join");
-    transport.queue({ messages: first(f, 3), hang: true });
-    await started({ heartbeatS: 0 });
-    model.send("привет");
+    h.transport.queue({ messages: first(f, 3), hang: true });
+    await h.started({ heartbeatS: 0 });
+    h.model.send("привет");
     await settle(60_000);
-    expect(model.state).toBe("streaming");
+    expect(h.model.state).toBe("streaming");
   });
 });
 
 describe("Stop on a joined run", () => {
   it("a reloaded tab following its run stops it by run_id (REST cancel), partial kept", async () => {
     const f = await fixture("join");
-    rest.activeAnswer = { active: false, until: null, run: { run_id: "r-1", status: "running", last_seq: 2 } };
-    transport.queue({ messages: first(f, 2), hang: true });
-    await started();
-    await model.openConversation("c-1");
+    h.rest.activeAnswer = { active: false, until: null, run: { run_id: "r-1", status: "running", last_seq: 2 } };
+    h.transport.queue({ messages: first(f, 2), hang: true });
+    await h.started();
+    await h.model.openConversation("c-1");
     await settle();
-    expect(model.state).toBe("streaming");
-    model.stop();
+    expect(h.model.state).toBe("streaming");
+    h.model.stop();
     await settle();
     const runId = String((f.submits[0]!.messages.find((m) => m.type === "data") as { data: { metadata: { run_id: string } }[] }).data[0]!.metadata.run_id);
-    expect(rest.calls).toContain(`cancel c-1 ${runId} tab-1`);
-    expect(model.state).toBe("idle");
-    expect((model.items.at(-1) as AssistantItem).partial).toBe(true);
+    expect(h.rest.calls).toContain(`cancel c-1 ${runId} tab-1`);
+    expect(h.model.state).toBe("idle");
+    expect((h.model.items.at(-1) as AssistantItem).partial).toBe(true);
   });
 
   it("a refused cancel (another tab's run) is said", async () => {
     const f = await fixture("join");
-    rest.activeAnswer = { active: false, until: null, run: { run_id: "r-1", status: "running", last_seq: 2 } };
-    rest.cancelAnswer = () => { throw new RestError(409, "CONVERSATION_BUSY", "another tab started this run; stop it there"); };
-    transport.queue({ messages: first(f, 2), hang: true });
-    await started();
-    await model.openConversation("c-1");
+    h.rest.activeAnswer = { active: false, until: null, run: { run_id: "r-1", status: "running", last_seq: 2 } };
+    h.rest.cancelAnswer = () => { throw new RestError(409, "CONVERSATION_BUSY", "another tab started this run; stop it there"); };
+    h.transport.queue({ messages: first(f, 2), hang: true });
+    await h.started();
+    await h.model.openConversation("c-1");
     await settle();
-    model.stop();
+    h.model.stop();
     await settle();
-    expect(model.state).toBe("error");
-    expect(model.error).toMatchObject({ code: "CONVERSATION_BUSY", text: "another tab started this run; stop it there" });
+    expect(h.model.state).toBe("error");
+    expect(h.model.error).toMatchObject({ code: "CONVERSATION_BUSY", text: "another tab started this run; stop it there" });
   });
 });
 
@@ -175,15 +152,15 @@ describe("history", () => {
       "": { items: [4, 5, 6, 7].map(msg), next_cursor: "p2" },
       p2: { items: [0, 1, 2, 3].map(msg), next_cursor: null },
     };
-    rest.historyPage = async (cursor: string | null) => pages[cursor ?? ""]!;
-    await started();
-    await model.openConversation("c");
-    expect(model.items.map((i) => i.id)).toEqual(["m4", "m5", "m6", "m7"]);
-    expect(model.olderCursor).toBe("p2");
-    await model.loadOlder();
-    expect(model.items.map((i) => i.id)).toEqual(["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]);
-    expect(model.olderCursor).toBeNull();
-    expect(rest.calls.filter((c) => c.startsWith("history"))).toEqual(["history c", "history c p2"]);
+    h.rest.historyPage = async (cursor: string | null) => pages[cursor ?? ""]!;
+    await h.started();
+    await h.model.openConversation("c");
+    expect(h.model.items.map((i) => i.id)).toEqual(["m4", "m5", "m6", "m7"]);
+    expect(h.model.olderCursor).toBe("p2");
+    await h.model.loadOlder();
+    expect(h.model.items.map((i) => i.id)).toEqual(["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]);
+    expect(h.model.olderCursor).toBeNull();
+    expect(h.rest.calls.filter((c) => c.startsWith("history"))).toEqual(["history c", "history c p2"]);
   });
 
   it("a reloaded tool card has the title the stream showed, not the machine name", () => {
@@ -198,12 +175,12 @@ const conv = (i: number): Conversation => ({ id: `c${i}`, title: `Диалог $
 
 describe("conversation list", () => {
   it("pages as it scrolls (keyset cursor), to the 120th; a search starts again", async () => {
-    rest.list = async (cursor: string | null) => {
+    h.rest.list = async (cursor: string | null) => {
       const from = cursor ? Number(cursor) : 0;
       const items = Array.from({ length: Math.min(50, 120 - from) }, (_, i) => conv(from + i));
       return { items, next_cursor: from + 50 < 120 ? String(from + 50) : null };
     };
-    const list = new ConversationsModel(rest);
+    const list = new ConversationsModel(h.rest);
     await list.load();
     expect(list.items).toHaveLength(50);
     expect(list.hasMore).toBe(true);
@@ -213,21 +190,21 @@ describe("conversation list", () => {
     expect(list.items.at(-1)!.id).toBe("c119");
     expect(list.hasMore).toBe(false);
     await list.more(); // nothing more to ask for
-    expect(rest.calls.filter((c) => c.startsWith("list"))).toHaveLength(3);
+    expect(h.rest.calls.filter((c) => c.startsWith("list"))).toHaveLength(3);
     list.q = "отчёт";
     await list.load();
-    expect(rest.calls.at(-1)).toBe("list отчёт");
+    expect(h.rest.calls.at(-1)).toBe("list отчёт");
     expect(list.items).toHaveLength(50);
   });
 
   it("rename: the new title at once; a refusal keeps the old one and says why", async () => {
-    rest.list = { items: [conv(1)], next_cursor: null };
-    const list = new ConversationsModel(rest);
+    h.rest.list = { items: [conv(1)], next_cursor: null };
+    const list = new ConversationsModel(h.rest);
     await list.load();
     expect(await list.rename(list.items[0]!, "  Отчёт по энергии  ")).toBe(true);
-    expect(rest.calls.at(-1)).toBe("rename c1 Отчёт по энергии");
+    expect(h.rest.calls.at(-1)).toBe("rename c1 Отчёт по энергии");
     expect(list.items[0]!.title).toBe("Отчёт по энергии");
-    rest.renameAnswer = () => { throw new RestError(422, "INVALID_REQUEST", "title: too long"); };
+    h.rest.renameAnswer = () => { throw new RestError(422, "INVALID_REQUEST", "title: too long"); };
     expect(await list.rename(list.items[0]!, "x".repeat(300))).toBe(false);
     expect(list.renameError).toBe("title: too long");
     expect(list.items[0]!.title).toBe("Отчёт по энергии");
@@ -261,21 +238,21 @@ describe("attachments", () => {
       finish = () => ok(fd(f));
     });
     const f = await fixture("happy");
-    transport.queue({ messages: f.submits[0]!.messages });
-    await started({ upload });
-    model.files.add([file("note.txt", 10), file("bad.bin", 10)]);
+    h.transport.queue({ messages: f.submits[0]!.messages });
+    await h.started({ upload });
+    h.model.files.add([file("note.txt", 10), file("bad.bin", 10)]);
     await settle();
-    expect(model.files.items.map((x) => [x.status, x.progress, x.reason])).toEqual([
+    expect(h.model.files.items.map((x) => [x.status, x.progress, x.reason])).toEqual([
       ["uploading", 50, null], ["refused", 0, "over your upload quota"]]);
-    model.send("прочитай файл");
-    expect(transport.payloads).toHaveLength(0); // not while a file uploads
+    h.model.send("прочитай файл");
+    expect(h.transport.payloads).toHaveLength(0); // not while a file uploads
     finish!();
     await settle();
-    model.send("прочитай файл");
+    h.model.send("прочитай файл");
     await settle();
-    expect(transport.payloads[0]!.message.files).toEqual([fd(file("note.txt", 10))]);
-    expect(model.files.items).toEqual([]);
-    expect(model.items[0]).toMatchObject({ kind: "user", text: "прочитай файл", files: ["note.txt"] });
+    expect(h.transport.payloads[0]!.message.files).toEqual([fd(file("note.txt", 10))]);
+    expect(h.model.files.items).toEqual([]);
+    expect(h.model.items[0]).toMatchObject({ kind: "user", text: "прочитай файл", files: ["note.txt"] });
   });
 });
 
