@@ -7,8 +7,9 @@
  *
  * No DOM and no `$effect`: components read the `$state` fields and call the methods (002_…,
  * "Reactivity"). One module because the machine is one: every transition is in this file
- * (about 570 lines; the answer's parts — text, tool cards, cards — are in parts.ts; splitting
- * the transitions would scatter 002's table across files).
+ * (about 640 lines; the answer's parts — text, tool cards, cards — are in parts.ts, the files
+ * of the next message in attachments.svelte.ts; splitting the transitions would scatter 002's
+ * table across files).
  */
 
 import { WORDS, type Lang, type Words } from "../i18n.js";
