@@ -60,6 +60,9 @@ class AgentSettings(SelectionSettings):
     # gap's (bench/README.md). 0: the fixed interval.
     flush_events_per_s: float = Field(default=2500.0, ge=0)
     chat_concurrency: int = 1000
+    # An open /chat stream silent this long sends a `heartbeat` event (docs/protocol.md §2), so
+    # a client notices a dead connection after two missed beats; tests shorten it.
+    stream_heartbeat_s: float = Field(default=15.0, gt=0)
 
     # Conversations: the multi-tab lease and the confirmation cards.
     lease_s: float = 30.0

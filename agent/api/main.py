@@ -2,11 +2,12 @@
 
 from fastapi import APIRouter
 
-from agentchat.agent.api.routes import agent, audit, conversations, health, history, ui
+from agentchat.agent.api.routes import agent, audit, cancel, conversations, health, history, ui
 
 api_router = APIRouter()
 api_router.include_router(health.router)
 api_router.include_router(agent.router)
+api_router.include_router(cancel.router)
 api_router.include_router(conversations.router)
 api_router.include_router(history.router)
 api_router.include_router(ui.router)

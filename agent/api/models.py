@@ -82,9 +82,12 @@ class ToolCallRecord(BaseModel):
 
     call_id: str
     tool: str
+    title: str = Field(description="the tool's title for people, in the turn's language, as "
+                                   "the live stream's tool events had it")
     input: dict[str, Any]
     output: Any = None
-    outcome: str = Field(description="running | ok | error | timeout | denied | cancelled")
+    outcome: str = Field(description="the call's status: running | ok | error | timeout | "
+                                     "denied | cancelled")
     error: str | None
     attempts: int
     started_at: datetime

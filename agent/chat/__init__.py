@@ -17,6 +17,7 @@ adapters (agent/gradio/, agent/api/) never reach past it.
     upload_book.py   the owners' book and the upload quotas' room (the route's counting is
                      agent/gradio/upload_quota.py)
     sweeper.py       the replica's sweeper: settle_orphans, cut_audit, expire_uploads
+    heartbeat.py     the `heartbeat` event on a silent stream (a submit's or a join's)
 
 May import: graph, selection, audit, storage, agentchat. Imported by: wiring and the adapters.
 """

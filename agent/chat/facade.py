@@ -86,6 +86,30 @@ class Chat:
         finally:
             slot.release_unless_held()
 
+    async def stop(self, *, owner: str, conversation_id: str, run_id: str, tab: str) -> str:
+        """Stop by run_id (docs/protocol.md §4): the owner's run (another user's is NOT_FOUND,
+        in the SQL), started by this tab, stopped as a Gradio cancel stops it (the partial
+        answer stored); its status. A run that already ended answers its status and nothing
+        changes; a run on another replica is CONVERSATION_BUSY (its cancel is not reachable
+        from here; the client may try again)."""
+        row = await runs.find_run(self.pool, owner=owner, conversation_id=conversation_id,
+                                  run_id=run_id, lost_s=self.settings.run_lost_s)
+        if row is None:
+            raise AgentChatError(ErrorCode.NOT_FOUND, "no such run")
+        if row["tab_id"] != tab:
+            raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
+                                 "another tab started this run; stop it there")
+        if row["status"] != "running":
+            return str(row["status"])
+        live = self.hub.live.get(run_id)
+        turn = self.runner.active.get(conversation_id)
+        if live is None or turn is None or turn.turn_id != row["turn_id"] or turn.task is None:
+            raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
+                                 "the run is served by another agent replica; try again")
+        turn.task.cancel()
+        await asyncio.wait([turn.task], timeout=self.settings.stop_wait_s)
+        return live.status if live.done else "cancelled"
+
     # -- the kinds of submit ----------------------------------------------------------------------
 
     async def _start(self, req: ChatRequest, principal: Principal

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentchat.agent.chat.events import to_message
+from agentchat.agent.chat.heartbeat import with_heartbeats
 from agentchat.agent.chat.request import ChatRequest
 from agentchat.agent.chat.run_hub import Run
 from agentchat.agent.gradio.inputs import parse_request
@@ -48,6 +49,7 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
     cid: str | None = conversation_id if isinstance(conversation_id, str) else None
     run: Run | None = None
     lang: Lang = "ru"
+    beat_s = services.settings.stream_heartbeat_s
     try:
         req = parse_request(services.settings, message, action, conversation_id, uicontext,
                             user_id, user_jwt, env_id)
@@ -58,7 +60,9 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
         req.tab_id = req.tab_id or session  # without a tab id, the Gradio session stands in
         if req.action == "join":
             try:
-                async for event in chat.join(req, principal):
+                async for event in with_heartbeats(chat.join(req, principal), beat_s,
+                                                   run_id=req.run_id, seq=req.last_seq,
+                                                   conversation_id=cid):
                     seq = event["metadata"]["seq"]
                     EVENTS.labels(event["metadata"].get("type") or "final").inc()
                     yield event
@@ -70,9 +74,13 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
         run = await chat.submit(req, principal)
         cid = run.conversation_id
         first_token = True
-        async for event in run.follow(0):
+        async for event in with_heartbeats(run.follow(0), beat_s, run_id=run.run_id,
+                                           conversation_id=cid):
             seq = event["metadata"]["seq"]
             kind = event["metadata"].get("type") or "final"
+            if kind == "heartbeat":
+                yield event
+                continue
             if seq == 1:
                 FIRST_EVENT.observe(time.monotonic() - started)
             if first_token and kind == "stream_token":

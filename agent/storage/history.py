@@ -7,7 +7,8 @@ tool call or card is attached to the turn's first assistant message stored at or
 (the cards a stream showed before that text), else to the turn's last message (a card still
 pending, or a turn that failed before answering). A turn with no message of its own (a
 retry that has not answered yet) hangs its cards on the message before it, the one retried.
-Each card is on exactly one message, so it appears on exactly one page.
+Each card is on exactly one message, so it appears on exactly one page. A tool call carries its
+turn's language (`lang`), so the route can give it its title in the words the stream used.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ SELECT t.id, t.started_at FROM turns t
 """
 TOOL_CALLS = """
 SELECT call_id, turn_id, tool, input, output, outcome, error, attempts, started_at,
-       finished_at, started_at AS at
+       finished_at, started_at AS at,
+       (SELECT t.plan->>'lang' FROM turns t WHERE t.id = tool_calls.turn_id) AS lang
   FROM tool_calls WHERE conversation_id = %(id)s AND turn_id = ANY(%(turns)s)
  ORDER BY started_at, call_id
 """

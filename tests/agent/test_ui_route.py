@@ -175,7 +175,9 @@ def test_production_enabled_serves_the_page_without_dev_routes(prod_on: Service)
     assert page.status_code == 200 and "content-security-policy" in page.headers
     config = _get(prod_on, "/api/agent/ui/config.json").json()
     assert config == {"api_base": "/api/agent", "gradio_path": "/api/agent/gradio",
-                      "assistant_base": "/api/assistant", "dev": False, "demo_users": []}
+                      "assistant_base": "/api/assistant", "dev": False, "demo_users": [],
+                      "max_files": 5, "max_file_bytes": 1 << 20,
+                      "max_files_total_bytes": 5 << 20, "heartbeat_s": 15.0}
     for body in ({"user": "alice"}, {"user": "mallory"}):
         mint = httpx.post(prod_on.url + "/api/agent/ui/dev/token", json=body, timeout=10)
         # 404 before the body is even looked at: outside dev the route does not exist.

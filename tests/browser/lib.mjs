@@ -89,14 +89,32 @@ export async function checkState(page, name) {
 
 // A TCP proxy in front of the agent, so a test can cut the page off mid-run (every open
 // socket destroyed, new ones refused) and restore it, like a network that comes and goes.
+// `silence()` is the other kind of loss: a proxy that drops the connection without a word (a
+// laptop that sleeps): every open connection stays open and carries nothing, new ones are
+// accepted and go nowhere, until `speak()`: then, as when a network comes back, the
+// connections it held are reset (a peer that forgot them answers RST) and new ones go through.
 export async function tcpProxy(target) {
   const { hostname, port } = new URL(target);
   const sockets = new Set();
+  const pairs = new Set();
+  const dead = new Set(); // held by the silence
+  let silent = false;
   let server;
   let listenPort = 0;
   const listen = () => new Promise((resolve) => {
     server = net.createServer((client) => {
+      if (silent) {
+        sockets.add(client);
+        dead.add(client);
+        client.on("close", () => { sockets.delete(client); dead.delete(client); });
+        client.on("error", () => client.destroy());
+        client.pause();
+        return;
+      }
       const upstream = net.connect(Number(port), hostname);
+      const pair = [client, upstream];
+      pairs.add(pair);
+      client.on("close", () => pairs.delete(pair));
       for (const s of [client, upstream]) {
         sockets.add(s);
         s.on("close", () => sockets.delete(s));
@@ -120,6 +138,25 @@ export async function tcpProxy(target) {
       });
     },
     async restore() { await listen(); },
+    silence() {
+      silent = true;
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+        dead.add(client);
+        dead.add(upstream);
+      }
+      pairs.clear();
+    },
+    speak() {
+      silent = false;
+      for (const s of dead) {
+        try { s.resetAndDestroy(); } catch { s.destroy(); }
+      }
+      dead.clear();
+    },
     async close() { await this.cut(); },
   };
 }
@@ -141,4 +178,29 @@ export async function sandbox(path, body) {
   });
   if (!resp.ok) throw new Error(`${path}: ${resp.status} ${await resp.text()}`);
   return resp.json();
+}
+
+// --- the panel, by role and name (web/README.md, "Selectors for the browser tests") ----------
+export const input = (p) => p.getByRole("textbox", { name: "Сообщение" });
+export const sendBtn = (p) => p.getByRole("button", { name: "Отправить", exact: true });
+export const stopBtn = (p) => p.getByRole("button", { name: "Остановить", exact: true });
+export const log = (p) => p.getByRole("log", { name: "Сообщения" });
+export const dot = (p, name) => p.getByRole("status", { name, exact: true });
+export const assistant = (p) => p.getByRole("article", { name: "Ассистент" });
+export const you = (p) => p.getByRole("article", { name: "Вы" });
+export const words = (text) => text.trim().split(/\s+/).filter(Boolean).length;
+
+export async function until(what, fn, timeout = WAIT.timeout) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last})`);
 }

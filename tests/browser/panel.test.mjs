@@ -10,7 +10,8 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  WAIT, checkState, env, launch, openPage, rest, sandbox, sleep, tcpProxy,
+  WAIT, assistant, checkState, dot, env, input, launch, log, openPage, rest, sandbox, sendBtn,
+  sleep, stopBtn, tcpProxy, until, words, you,
 } from "./lib.mjs";
 
 const ALICE = env("TOKEN_ALICE");
@@ -31,33 +32,8 @@ after(async () => {
   await proxy?.close();
 });
 
-// --- the panel, by role and name ----------------------------------------------------------------
-const input = (p) => p.getByRole("textbox", { name: "Сообщение" });
-const sendBtn = (p) => p.getByRole("button", { name: "Отправить", exact: true });
-const stopBtn = (p) => p.getByRole("button", { name: "Остановить", exact: true });
-const log = (p) => p.getByRole("log", { name: "Сообщения" });
-const dot = (p, name) => p.getByRole("status", { name, exact: true });
-const assistant = (p) => p.getByRole("article", { name: "Ассистент" });
-const you = (p) => p.getByRole("article", { name: "Вы" });
 const card = (p, name = "⏸️ Требуется подтверждение") => p.getByRole("alertdialog", { name });
 const tool = (p, title) => p.getByRole("group", { name: `Инструмент: ${title}` });
-
-async function until(what, fn, timeout = WAIT.timeout) {
-  const deadline = Date.now() + timeout;
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      last = e;
-    }
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${last})`);
-}
-
-const words = (text) => text.trim().split(/\s+/).filter(Boolean).length;
 const busy = async (p) => (await log(p).getAttribute("aria-busy")) === "true";
 
 // Records, on every DOM change, what a person would see of the stream: busy, Stop and Send,

@@ -1,6 +1,7 @@
 """The panel (web/, issue 19) in headless Chromium against the real stack: the page the agent
-serves at /api/agent/ui/ through every row of docs/ux.md's UX tests table (panel.test.mjs), and the
-library imported by a minimal host app that drives one turn (host.test.mjs, host/).
+serves at /api/agent/ui/ through every row of docs/ux.md's UX tests table (panel.test.mjs), issue
+36's daily use (daily.test.mjs), and the library imported by a minimal host app that drives one
+turn (host.test.mjs, host/).
 
 One stack for the module: agent A (offline planner paced at 30 tokens/s, so streams can be
 watched, stopped and cut) and agent B (its model the OpenAI-compatible stub, which a test makes
@@ -95,6 +96,16 @@ def test_the_library_in_a_host_app(panel_stack: Stack, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     _node(panel_stack, "host.test.mjs", tmp_path / "screenshots", 180, HOST_BUILD=str(out),
           HOST_PORT=str(free_port()))
+
+
+@pytest.mark.timeout(600)
+def test_daily_use(panel_stack: Stack, tmp_path: Path) -> None:
+    """Issue 36 (daily.test.mjs): Markdown, history titles, endless lists, rename, uploads, a
+    silent cut noticed by the heartbeat, Stop on a rejoined run, the card's words. Before the
+    002 rows, whose last test stops agent A."""
+    shots = tmp_path / "screenshots"
+    _node(panel_stack, "daily.test.mjs", shots, 540)
+    assert len(list(shots.glob("d*.png"))) >= 9, "a screenshot of every new state"
 
 
 @pytest.mark.timeout(600)

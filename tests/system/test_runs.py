@@ -364,3 +364,34 @@ def test_a_run_outliving_the_drain_is_marked_lost_and_retry_completes_it(
     finally:
         leaving.kill()
         leaving_policy.kill()
+
+
+def test_stop_by_run_id_on_the_runs_replica_and_refused_on_another(
+        replicas: tuple[Stack, Service, Service]) -> None:
+    """docs/protocol.md §4, "Stop by run_id": the replica running the run stops it; another
+    replica cannot reach it yet and says so (CONVERSATION_BUSY, retryable), changing nothing."""
+    stack, a, b = replicas
+    stack.reset_sandbox()
+    alice = stack.token("alice")
+    tab_id = "tab-" + uuid.uuid4().hex
+    stack.fault(operation="search_dashboards", delay_s=5)
+    started = say(a, alice, {"text": "найди дашборды про отчёты", "files": [], "tab_id": tab_id},
+                  drop_after=1)  # the tab's connection is gone; its run goes on in replica a
+    cid, run_id = started.conversation_id, started.last["run_id"]
+    assert cid and run_id, started.types()
+
+    def cancel(agent: Service) -> httpx.Response:
+        return httpx.post(f"{agent.url}/api/agent/conversations/{cid}/runs/{run_id}/cancel",
+                          json={"tab_id": tab_id}, timeout=10,
+                          headers={"Authorization": f"Bearer {alice}"})
+
+    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
+             "the run stored")
+    elsewhere = cancel(b)
+    assert elsewhere.status_code == 409, elsewhere.text
+    assert elsewhere.json()["code"] == "CONVERSATION_BUSY"
+    here = cancel(a)
+    assert here.status_code == 200, here.text
+    assert here.json() == {"run_id": run_id, "status": "cancelled"}
+    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s AND "
+                          "status='cancelled'", run_id), "the run stored as cancelled")

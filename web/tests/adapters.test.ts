@@ -36,15 +36,25 @@ describe("REST", () => {
     await rest.active("c1");
     await rest.remove("c1");
     await rest.restore("c1");
+    await rest.conversations({ cursor: "k/1" });
+    await rest.history("c1", 50, "h1");
+    await rest.rename("c1", "Отчёт");
+    await rest.cancelRun("c1", "r 1", "tab-1");
     expect(calls.map((c) => `${c.init.method} ${c.url}`)).toEqual([
       "GET /api/assistant/conversations?limit=50&q=%D1%8D%D0%BD%D0%B5%D1%80%D0%B3%D0%BE%D0%BF%D0%BE%D1%82%D1%80%D0%B5%D0%B1%D0%BB%D0%B5%D0%BD%D0%B8%D0%B5&include_archived=true",
-      "GET /api/assistant/history?conversation_id=c+1&limit=100",
+      "GET /api/assistant/history?conversation_id=c+1&limit=50",
       "GET /api/agent/conversations/c1/active",
       "DELETE /api/assistant/conversations/c1",
       "POST /api/assistant/conversations/c1/restore",
+      "GET /api/assistant/conversations?limit=50&cursor=k%2F1",
+      "GET /api/assistant/history?conversation_id=c1&limit=50&cursor=h1",
+      "PATCH /api/assistant/conversations/c1",
+      "POST /api/agent/conversations/c1/runs/r%201/cancel",
     ]);
     expect(calls.map((c) => (c.init.headers as Record<string, string>).authorization))
-      .toEqual(["Bearer t1", "Bearer t2", "Bearer t3", "Bearer t4", "Bearer t5"]);
+      .toEqual(["Bearer t1", "Bearer t2", "Bearer t3", "Bearer t4", "Bearer t5", "Bearer t6", "Bearer t7", "Bearer t8", "Bearer t9"]);
+    expect(calls.slice(-2).map((c) => c.init.body)).toEqual(['{"title":"Отчёт"}', '{"tab_id":"tab-1"}']);
+    expect((calls.at(-1)!.init.headers as Record<string, string>)["content-type"]).toBe("application/json");
   });
 
   it("no token (an ingress adds it): no Authorization header", async () => {

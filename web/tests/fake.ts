@@ -48,6 +48,9 @@ export interface Script {
   cutAfter?: number;
   /** Hold the stream open after the messages (until cancelled), as a live run would. */
   hang?: boolean;
+  /** While held open: a `heartbeat` event this often (ms), as the agent sends on a silent
+   * stream (docs/protocol.md §2). */
+  beatMs?: number;
 }
 
 export class FakeTransport implements Transport {
@@ -109,7 +112,17 @@ export class FakeTransport implements Transport {
           yield msg;
         }
       }
-      while (script!.hang && !cancelled) await new Promise((r) => setTimeout(r, 50));
+      let waited = 0;
+      while (script!.hang && !cancelled) {
+        await new Promise((r) => setTimeout(r, 50));
+        waited += 50;
+        if (script!.beatMs && waited % script!.beatMs === 0 && !cancelled) {
+          const last = shared.metadata as Record<string, unknown> | undefined;
+          patch(shared, { role: "assistant", content: "", metadata: {
+            type: "heartbeat", seq: last?.seq ?? 0, run_id: last?.run_id ?? null, conversation_id: last?.conversation_id ?? null } });
+          yield { type: "data", data: [shared] };
+        }
+      }
     }
     const it = gen();
     return {
@@ -120,19 +133,34 @@ export class FakeTransport implements Transport {
 }
 
 type Handler<T> = T | (() => T | Promise<T>);
+/** A page answer, or a function of the cursor asked for. */
+type Paged<T> = T | ((cursor: string | null) => T | Promise<T>);
 
 export class FakeRest implements Rest {
-  list: Handler<{ items: Conversation[]; next_cursor: string | null }> = { items: [], next_cursor: null };
-  historyPage: Handler<{ items: HistoryMessage[]; next_cursor: string | null }> = { items: [], next_cursor: null };
+  list: Paged<{ items: Conversation[]; next_cursor: string | null }> = { items: [], next_cursor: null };
+  historyPage: Paged<{ items: HistoryMessage[]; next_cursor: string | null }> = { items: [], next_cursor: null };
   activeAnswer: Handler<Active> = { active: false, until: null, run: null };
   calls: string[] = [];
 
   async #get<T>(h: Handler<T>): Promise<T> {
     return structuredClone(typeof h === "function" ? await (h as () => T | Promise<T>)() : h);
   }
-  conversations(q: { q?: string; includeArchived?: boolean }) {
-    this.calls.push(`list ${q.q ?? ""} ${q.includeArchived ? "archived" : ""}`.trim());
-    return this.#get(this.list);
+  /** Pages by cursor when given a function of it. */
+  conversations(q: { q?: string; includeArchived?: boolean; cursor?: string | null }) {
+    this.calls.push(`list ${q.q ?? ""} ${q.includeArchived ? "archived" : ""} ${q.cursor ?? ""}`.trim());
+    const h = this.list;
+    return this.#get(typeof h === "function" ? () => h(q.cursor ?? null) : h);
+  }
+  renameAnswer: Handler<Conversation> | null = null;
+  async rename(id: string, title: string) {
+    this.calls.push(`rename ${id} ${title}`);
+    if (this.renameAnswer) return this.#get(this.renameAnswer);
+    return { id, title, created_at: "", last_activity_at: "", is_archived: false, archived_at: null };
+  }
+  cancelAnswer: Handler<{ run_id: string; status: string }> = { run_id: "", status: "cancelled" };
+  cancelRun(cid: string, runId: string, tabId: string) {
+    this.calls.push(`cancel ${cid} ${runId} ${tabId}`);
+    return this.#get(this.cancelAnswer);
   }
   async remove(id: string) {
     this.calls.push(`delete ${id}`);
@@ -142,9 +170,10 @@ export class FakeRest implements Rest {
     this.calls.push(`restore ${id}`);
     return { id, title: "t", created_at: "", last_activity_at: "", is_archived: false, archived_at: null };
   }
-  history(cid: string) {
-    this.calls.push(`history ${cid}`);
-    return this.#get(this.historyPage);
+  history(cid: string, _limit?: number, cursor?: string | null) {
+    this.calls.push(`history ${cid}${cursor ? ` ${cursor}` : ""}`);
+    const h = this.historyPage;
+    return this.#get(typeof h === "function" ? () => h(cursor ?? null) : h);
   }
   active(cid: string) {
     this.calls.push(`active ${cid}`);

@@ -1,5 +1,5 @@
 """`GET /api/assistant/history` (docs/protocol.md §9): a conversation's messages, newest page first,
-with their tool cards and confirmation outcomes. The work is in
+with their tool cards (titled as the stream titled them) and confirmation outcomes. The work is in
 `agentchat.agent.storage.history`; the route turns cursors into keys and back."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, ServicesDep
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import HistoryPage
+from agentchat.agent.graph.tool_runtime import tool_title
 from agentchat.agent.storage.history import read_history
+from agentchat.words import as_lang
 
 router = APIRouter(prefix="/api/assistant", tags=["history"], dependencies=[Security(BEARER)],
                    route_class=RestRoute)
@@ -32,5 +34,10 @@ async def history(
     items, next_pos = await read_history(services.pool, owner=user.sub,
                                          conversation_id=conversation_id, limit=limit,
                                          before=before)
+    catalog = services.catalogs.current()
+    for message in items:
+        for call in message["tool_calls"]:
+            # The title the live stream showed: the catalog's, in the turn's language.
+            call["title"] = tool_title(catalog, call["tool"], as_lang(call.pop("lang", None)))
     return {"items": items,
             "next_cursor": None if next_pos is None else cursors.history_key(next_pos)}

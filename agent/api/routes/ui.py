@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.deps import ServicesDep
-from agentchat.agent.api.error_docs import error_response
+from agentchat.http_errors import error_response
 from agentchat.agent.csp import content_security_policy
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode
@@ -97,6 +97,12 @@ class UiConfig(BaseModel):
     assistant_base: str  # the conversations REST API (docs/protocol.md §9)
     dev: bool
     demo_users: list[DemoUser]
+    # Shown before a file is sent (docs/protocol.md §1 limits), and the /chat heartbeat the
+    # panel expects (§2): two missed beats are a disconnect.
+    max_files: int
+    max_file_bytes: int
+    max_files_total_bytes: int
+    heartbeat_s: float
 
 
 @router.get("/config.json", response_model=UiConfig)
@@ -110,7 +116,10 @@ async def config(services: ServicesDep) -> JSONResponse:
              for u, roles in DEMO_USERS.items()] if settings.is_dev else []
     body = UiConfig(api_base="/api/agent", gradio_path=settings.mount_path,
                     assistant_base="/api/assistant",
-                    dev=settings.is_dev, demo_users=users)
+                    dev=settings.is_dev, demo_users=users, max_files=settings.max_files,
+                    max_file_bytes=settings.max_file_bytes,
+                    max_files_total_bytes=settings.max_files_total_bytes,
+                    heartbeat_s=settings.stream_heartbeat_s)
     return JSONResponse(body.model_dump(), headers={"Cache-Control": NO_STORE})
 
 

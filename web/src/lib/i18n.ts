@@ -44,7 +44,7 @@ const ru = {
   cardTitle: "⏸️ Требуется подтверждение",
   cardDeniedTitle: "⏸️ Недостаточно прав",
   risk: (r: string) => `Риск: ${riskWordRu[r] ?? r}`,
-  level: (l: string) => `Уровень: ${l}`,
+  level: (l: string) => `Уровень: ${levelWordRu[l] ?? l}`,
   env: (e: string) => `Окружение: ${e}`,
   role: (r: string) => `Нужна роль: ${r}`,
   timeLeft: "Осталось времени",
@@ -70,9 +70,38 @@ const ru = {
   notSent: "Сообщение не отправлено: оно снова в поле ввода.",
   unreachable: "нет связи с агентом",
   demoUser: "Демо-пользователь",
+  copy: "Копировать",
+  copied: "Скопировано",
+  taskDone: "Выполнено",
+  taskOpen: "Не выполнено",
+  rename: (t: string) => `Переименовать диалог «${t}»`,
+  renameInput: "Новое название",
+  save: "Сохранить",
+  cancel: "Отмена",
+  renameFailed: (d: string) => `Не удалось переименовать: ${d}`,
+  loadingMore: "Загрузка…",
+  loadMore: "Показать ещё",
+  olderMessages: "Загрузить более ранние сообщения",
+  attach: "Прикрепить файлы",
+  attachments: "Вложения",
+  dropHere: "Отпустите файлы, чтобы прикрепить",
+  limits: (n: number, one: string, all: string) => `До ${n} файлов, до ${one} каждый, ${all} вместе`,
+  uploading: (p: number) => `Загрузка ${p}%`,
+  uploaded: "Загружен",
+  removeFile: (n: string) => `Убрать файл ${n}`,
+  tooMany: (n: number) => `не больше ${n} файлов в сообщении`,
+  tooBig: (one: string) => `файл больше ${one}`,
+  tooBigAll: (all: string) => `все файлы вместе больше ${all}`,
+  refused: (d: string) => `отклонён: ${d}`,
+  sizeUnits: ["Б", "КБ", "МБ"] as string[],
 };
 
 const riskWordRu: Record<string, string> = { read: "чтение", write: "запись", destructive: "необратимо" };
+// docs/protocol.md §3: risk_level is safe, guarded or dangerous; a word the panel does not know
+// yet is shown as sent rather than hidden.
+const levelWordRu: Record<string, string> = { safe: "безопасно", guarded: "с осторожностью", dangerous: "опасно" };
+const riskWordEn: Record<string, string> = { read: "read", write: "write", destructive: "irreversible" };
+const levelWordEn: Record<string, string> = { safe: "safe", guarded: "guarded", dangerous: "dangerous" };
 
 export type Words = typeof ru;
 
@@ -116,8 +145,8 @@ const en: Words = {
   toolOutput: "Result",
   cardTitle: "⏸️ Confirmation required",
   cardDeniedTitle: "⏸️ Permission denied",
-  risk: (r) => `Risk: ${r}`,
-  level: (l) => `Level: ${l}`,
+  risk: (r) => `Risk: ${riskWordEn[r] ?? r}`,
+  level: (l) => `Level: ${levelWordEn[l] ?? l}`,
   env: (e) => `Environment: ${e}`,
   role: (r) => `Role needed: ${r}`,
   timeLeft: "Time left",
@@ -143,6 +172,30 @@ const en: Words = {
   notSent: "The message was not sent: it is back in the input.",
   unreachable: "the agent cannot be reached",
   demoUser: "Demo user",
+  copy: "Copy",
+  copied: "Copied",
+  taskDone: "Done",
+  taskOpen: "Not done",
+  rename: (t) => `Rename conversation “${t}”`,
+  renameInput: "New title",
+  save: "Save",
+  cancel: "Cancel",
+  renameFailed: (d) => `Could not rename: ${d}`,
+  loadingMore: "Loading…",
+  loadMore: "Show more",
+  olderMessages: "Load earlier messages",
+  attach: "Attach files",
+  attachments: "Attachments",
+  dropHere: "Drop the files to attach them",
+  limits: (n, one, all) => `Up to ${n} files, ${one} each, ${all} together`,
+  uploading: (p) => `Uploading ${p}%`,
+  uploaded: "Uploaded",
+  removeFile: (n) => `Remove the file ${n}`,
+  tooMany: (n) => `at most ${n} files in a message`,
+  tooBig: (one) => `the file is over ${one}`,
+  tooBigAll: (all) => `the files together are over ${all}`,
+  refused: (d) => `refused: ${d}`,
+  sizeUnits: ["B", "KB", "MB"],
 };
 
 export const WORDS: Record<Lang, Words> = { ru, en };

@@ -12,6 +12,11 @@ export interface PageConfig {
   assistant_base?: string;
   dev: boolean;
   demo_users: DemoUser[];
+  /** docs/protocol.md §1's file limits and §2's heartbeat, as this agent has them. */
+  max_files?: number;
+  max_file_bytes?: number;
+  max_files_total_bytes?: number;
+  heartbeat_s?: number;
 }
 
 export async function loadConfig(base: URL, f: typeof fetch = fetch): Promise<PageConfig> {
@@ -24,6 +29,10 @@ export async function loadConfig(base: URL, f: typeof fetch = fetch): Promise<Pa
     assistant_base: c.assistant_base,
     dev: c.dev === true,
     demo_users: Array.isArray(c.demo_users) ? c.demo_users : [],
+    max_files: c.max_files,
+    max_file_bytes: c.max_file_bytes,
+    max_files_total_bytes: c.max_files_total_bytes,
+    heartbeat_s: c.heartbeat_s,
   };
 }
 

@@ -1,23 +1,26 @@
 /** AgentChat.Model: docs/ux.md's state machine, fed only by stream events and REST results.
  *
  *   send()/retry()/confirm()/deny() ─▶ #run(payload) ─ for await ─▶ onStreamData(event) ─▶ $state
- *   the 1 s tick ─▶ card timers, reconnect countdown (5 × 5 s), the idle poll (/active, probe)
- *   openConversation() ─▶ REST history ─▶ items
+ *   the 1 s tick ─▶ card timers, reconnect countdown (5 × 5 s), the idle poll (/active, probe),
+ *                   the stream's watchdog (2 missed heartbeats: the connection is lost)
+ *   openConversation() ─▶ REST history ─▶ items; loadOlder() ─▶ the page before, prepended
  *
  * No DOM and no `$effect`: components read the `$state` fields and call the methods (docs/ux.md,
  * "Reactivity"). One module because the machine is one: every transition is in this file
- * (about 570 lines; the answer's parts — text, tool cards, cards — are in parts.ts; splitting
- * the transitions would scatter 002's table across files).
+ * (about 640 lines; the answer's parts — text, tool cards, cards — are in parts.ts, the files
+ * of the next message in attachments.svelte.ts; splitting the transitions would scatter 002's
+ * table across files).
  */
 
 import { WORDS, type Lang, type Words } from "../i18n.js";
+import { AttachmentsModel, type Limits } from "./attachments.svelte.js";
 import { cardFrom } from "./cards.js";
 import { fromHistory } from "./history.js";
 import { appendText, dropTurn, finalText, findCard, itemOf, newTool, pendingCards, upsertTool } from "./parts.js";
 import {
   type Active, type AlternativesView, type AssistantItem, type CardView, type ChatEvent,
   type ChatPayload, type Connection, type ErrorView, type FsmState, type Item,
-  type Rest, RestError, type Submission, type Transport,
+  type Rest, RestError, type Submission, type Transport, type Uploader,
 } from "./types.js";
 
 export interface ModelOptions {
@@ -39,7 +42,16 @@ export interface ModelOptions {
   /** Where this tab keeps the ids of the runs it started, so a reloaded tab (same tab_id, so
    * the same lease) does not take its own lease for another tab's. */
   ownRuns?: { load(): string[]; save(ids: string[]): void };
+  /** The agent's /chat heartbeat (docs/protocol.md §2, `config.json`'s `heartbeat_s`): a
+   * stream silent for two of them is a lost connection, rejoined. 0: no watchdog. */
+  heartbeatS?: number;
+  /** The upload route (upload.ts); without it the panel offers no attachments. */
+  upload?: Uploader | null;
+  limits?: Limits;
 }
+
+/** History loads this many messages a page (docs/protocol.md §9, at most 100). */
+const HISTORY_PAGE = 50;
 
 /** One submit being read. */
 interface Current {
@@ -92,7 +104,14 @@ export class ChatModel {
   now = $state(Date.now());
 
   readonly words: Words;
-  readonly #o: Required<Omit<ModelOptions, "envId" | "uicontext" | "onConversationsChanged" | "ownRuns">> & ModelOptions;
+  /** The files for the next message. */
+  readonly files: AttachmentsModel;
+  /** Older history to load (`loadOlder()`), and whether it is loading. */
+  olderCursor = $state<string | null>(null);
+  loadingOlder = $state(false);
+
+  readonly #o: Required<Omit<ModelOptions, "envId" | "uicontext" | "onConversationsChanged" | "ownRuns" | "upload" | "limits">> & ModelOptions;
+  #lastDataAt = 0;
   #cur: Current | null = null;
   #rejoin: Rejoin | null = null;
   #reloadAfterReconnect = false;
@@ -102,8 +121,9 @@ export class ChatModel {
   #polling = false;
 
   constructor(opts: ModelOptions) {
-    this.#o = { reconnectAttempts: 5, reconnectDelayS: 5, armS: 10, pollEveryS: 5, ...opts };
+    this.#o = { reconnectAttempts: 5, reconnectDelayS: 5, armS: 10, pollEveryS: 5, heartbeatS: 15, ...opts };
     this.words = WORDS[opts.lang];
+    this.files = new AttachmentsModel(opts.upload ?? null, this.words, opts.limits);
     for (const r of opts.ownRuns?.load() ?? []) this.#ownRuns.add(r);
   }
 
@@ -198,14 +218,20 @@ export class ChatModel {
 
   send(text: string): void {
     const t = text.trim();
-    if (!t || !this.canSend) return;
+    const files = this.files.ready;
+    if (!t && !files.length || !this.canSend || this.files.uploading) return;
     this.draft = "";
-    this.items.push({ kind: "user", id: id("u"), text: t });
+    this.files.clear();
+    this.items.push({ kind: "user", id: id("u"), text: t, files: files.map((f) => f.orig_name) });
     const item = this.#newAssistant();
-    void this.#run(this.#payload(t, null), item, "message", t);
+    const payload = this.#payload(t, null);
+    payload.message.files = files;
+    void this.#run(payload, item, "message", t);
   }
 
-  /** Stop: submission.cancel(); the partial answer stays (streaming ──[cancel]──→ idle). */
+  /** Stop: submission.cancel(); the partial answer stays (streaming ──[cancel]──→ idle). A run
+   * this tab joined (after a reconnect or a reload) is stopped by its run_id: cancelling a
+   * join only stops following it (docs/protocol.md §4). */
   stop(): void {
     const cur = this.#cur;
     if (!cur || this.state !== "streaming") return;
@@ -213,6 +239,13 @@ export class ChatModel {
     this.#cur = null;
     cur.item.partial = true;
     this.state = "idle";
+    if (cur.kind === "join" && cur.runId && this.conversationId) {
+      this.#o.rest.cancelRun(this.conversationId, cur.runId, this.#o.tabId).catch((e: unknown) => {
+        const detail = e instanceof RestError ? e.detail || e.code : String(e);
+        this.error = { kind: "stream", code: e instanceof RestError ? e.code : "INTERNAL", text: detail, retryable: false };
+        if (this.state === "idle") this.state = "error";
+      });
+    }
     void Promise.resolve(cur.sub?.cancel()).catch(() => undefined);
     this.#o.onConversationsChanged?.();
   }
@@ -261,11 +294,13 @@ export class ChatModel {
     this.gated = false;
     this.state = "loading_history";
     let active: Active | null = null;
+    this.olderCursor = null;
     try {
-      const page = await deadline(this.#o.rest.history(conversationId), 3 * HANG_MS);
+      const page = await deadline(this.#o.rest.history(conversationId, HISTORY_PAGE), 3 * HANG_MS);
       if (this.conversationId !== conversationId) return; // another was opened meanwhile
       active = await deadline(this.#o.rest.active(conversationId), HANG_MS).catch(() => null);
       this.items = fromHistory(page.items, Date.now(), this.#o.armS * 1000);
+      this.olderCursor = page.next_cursor;
     } catch (e) {
       if (this.conversationId !== conversationId) return;
       if (e instanceof RestError && e.unreachable) {
@@ -288,11 +323,32 @@ export class ChatModel {
     }
   }
 
+  /** The history page before the oldest shown (the log scrolled to its top), prepended. */
+  async loadOlder(): Promise<void> {
+    const cid = this.conversationId;
+    const cursor = this.olderCursor;
+    if (!cid || !cursor || this.loadingOlder || this.state === "loading_history") return;
+    this.loadingOlder = true;
+    try {
+      const page = await deadline(this.#o.rest.history(cid, HISTORY_PAGE, cursor), 3 * HANG_MS);
+      if (this.conversationId !== cid || this.olderCursor !== cursor) return;
+      const seen = new Set(this.items.map((i) => i.id));
+      const older = fromHistory(page.items, Date.now(), this.#o.armS * 1000).filter((i) => !seen.has(i.id));
+      this.items.unshift(...older);
+      this.olderCursor = page.next_cursor;
+    } catch {
+      // the next scroll to the top asks again
+    } finally {
+      this.loadingOlder = false;
+    }
+  }
+
   // -- the stream ---------------------------------------------------------------------------
 
   /** One event of the current submit (the event is the model's own copy). */
   onStreamData(ev: ChatEvent, cur: Current): void {
     const m = ev.metadata;
+    if (m.type === "heartbeat") return; // the stream is alive (#run noted when): nothing to show
     if (m.run_id) {
       if (m.run_id !== cur.runId) {
         cur.runId = m.run_id;
@@ -378,10 +434,12 @@ export class ChatModel {
     this.#cur = cur;
     this.error = null;
     this.state = "streaming";
+    this.#lastDataAt = Date.now();
     try {
       cur.sub = await this.#o.transport.submit(payload);
       for await (const msg of cur.sub) {
         if (this.#cur !== cur) break;
+        this.#lastDataAt = Date.now();
         if (msg.type === "data") {
           const data = (msg as { data: unknown[] }).data;
           // @gradio/client patches one object in place: keep a deep copy.
@@ -490,6 +548,15 @@ export class ChatModel {
     if (card?.status === "pending" && card.expiresAt <= this.now) {
       card.status = "expired"; // awaiting_confirmation ──[timeout 5min]──→ idle (expired)
       if (this.state === "awaiting_confirmation") this.state = "idle";
+    }
+    const cur = this.#cur;
+    const silentMs = 2 * this.#o.heartbeatS * 1000;
+    if (cur && this.state === "streaming" && silentMs > 0 && this.now - this.#lastDataAt > silentMs) {
+      // Two heartbeats missed: the connection died without a word (a proxy, a sleep). The run
+      // goes on server-side: never cancel it; leave this stream and rejoin from the last seq.
+      this.#cur = null;
+      this.#lost(cur);
+      return;
     }
     if (this.state === "disconnected" && this.connection === "disconnected") {
       this.reconnect.secondsLeft -= 1;

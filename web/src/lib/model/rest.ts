@@ -1,7 +1,7 @@
 /** The REST calls the panel makes (docs/protocol.md §9, agent/README_rest.md), with `fetch`.
  * `getToken()` is asked before every call; the token is never kept. */
 
-import { type Active, type Conversation, type HistoryMessage, type Rest, RestError, UNREACHABLE } from "./types.js";
+import { type Active, type Conversation, type HistoryMessage, type Page, type Rest, RestError, UNREACHABLE } from "./types.js";
 
 export interface RestOptions {
   /** `/api/assistant` (conversations, history). */
@@ -15,13 +15,16 @@ export interface RestOptions {
 export function createRest(opts: RestOptions): Rest {
   const doFetch = opts.fetch ?? ((input, init) => fetch(input, init));
 
-  async function call<T>(url: string, method = "GET"): Promise<T> {
+  async function call<T>(url: string, method = "GET", json?: unknown): Promise<T> {
     const token = await opts.getToken();
     const headers: Record<string, string> = { accept: "application/json" };
     if (token) headers.authorization = `Bearer ${token}`;
+    if (json !== undefined) headers["content-type"] = "application/json";
     let resp: Response;
     try {
-      resp = await doFetch(url, { method, headers, credentials: "same-origin" });
+      resp = await doFetch(url, {
+        method, headers, credentials: "same-origin", body: json === undefined ? undefined : JSON.stringify(json),
+      });
     } catch (e) {
       throw new RestError(0, UNREACHABLE, e instanceof Error ? e.message : String(e));
     }
@@ -39,17 +42,23 @@ export function createRest(opts: RestOptions): Rest {
   const g = opts.agentUrl.replace(/\/$/, "");
   const enc = encodeURIComponent;
   return {
-    conversations: ({ q, includeArchived, limit = 50 }) => {
+    conversations: ({ q, includeArchived, limit = 50, cursor }) => {
       const qs = new URLSearchParams({ limit: String(limit) });
       if (q) qs.set("q", q);
       if (includeArchived) qs.set("include_archived", "true");
+      if (cursor) qs.set("cursor", cursor);
       return call(`${a}/conversations?${qs}`);
     },
     remove: (id) => call<Conversation>(`${a}/conversations/${enc(id)}`, "DELETE"),
     restore: (id) => call<Conversation>(`${a}/conversations/${enc(id)}/restore`, "POST"),
-    history: (cid, limit = 100) =>
-      call<{ items: HistoryMessage[]; next_cursor: string | null }>(
-        `${a}/history?${new URLSearchParams({ conversation_id: cid, limit: String(limit) })}`),
+    rename: (id, title) => call<Conversation>(`${a}/conversations/${enc(id)}`, "PATCH", { title }),
+    history: (cid, limit = 50, cursor = null) => {
+      const qs = new URLSearchParams({ conversation_id: cid, limit: String(limit) });
+      if (cursor) qs.set("cursor", cursor);
+      return call<Page<HistoryMessage>>(`${a}/history?${qs}`);
+    },
     active: (cid) => call<Active>(`${g}/conversations/${enc(cid)}/active`),
+    cancelRun: (cid, runId, tabId) =>
+      call(`${g}/conversations/${enc(cid)}/runs/${enc(runId)}/cancel`, "POST", { tab_id: tabId }),
   };
 }

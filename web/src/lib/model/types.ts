@@ -41,7 +41,7 @@ export interface Submission extends AsyncIterable<StreamMessage> {
 export interface ChatPayload {
   message: {
     text: string;
-    files: unknown[];
+    files: FileData[];
     tab_id: string;
     confirm_id?: string;
     run_id?: string;
@@ -121,13 +121,34 @@ export class RestError extends Error {
   }
 }
 
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
 export interface Rest {
-  conversations(q: { q?: string; includeArchived?: boolean; limit?: number }): Promise<{ items: Conversation[]; next_cursor: string | null }>;
+  conversations(q: { q?: string; includeArchived?: boolean; limit?: number; cursor?: string | null }): Promise<Page<Conversation>>;
   remove(id: string): Promise<Conversation>;
   restore(id: string): Promise<Conversation>;
-  history(conversationId: string, limit?: number): Promise<{ items: HistoryMessage[]; next_cursor: string | null }>;
+  rename(id: string, title: string): Promise<Conversation>;
+  /** Newest page first; `cursor` (a page's `next_cursor`) pages back. */
+  history(conversationId: string, limit?: number, cursor?: string | null): Promise<Page<HistoryMessage>>;
   active(conversationId: string): Promise<Active>;
+  /** Stop by run_id (docs/protocol.md §4): a run this tab joined rather than submitted. */
+  cancelRun(conversationId: string, runId: string, tabId: string): Promise<{ run_id: string; status: string }>;
 }
+
+/** A Gradio file object (docs/protocol.md §1) from the upload route. */
+export interface FileData {
+  path: string;
+  orig_name: string;
+  size: number;
+  mime_type: string;
+  meta: { _type: "gradio.FileData" };
+}
+
+/** One file to the upload route; `progress(0…1)` as its bytes go. Refusals are RestErrors. */
+export type Uploader = (file: File, progress: (fraction: number) => void) => Promise<FileData>;
 
 // -- the view ----------------------------------------------------------------------------------
 
@@ -195,6 +216,8 @@ export interface UserItem {
   kind: "user";
   id: string;
   text: string;
+  /** The names of the files sent with it. */
+  files?: string[];
 }
 
 export interface AssistantItem {
