@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.deps import ServicesDep
-from agentchat.http_errors import error_response
 from agentchat.agent.csp import content_security_policy
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode
+from agentchat.http_errors import error_response
 from agentchat.identity import DEMO_USERS
 
 router = APIRouter(prefix="/api/agent/ui", tags=["ui"])
