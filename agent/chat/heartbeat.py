@@ -26,34 +26,44 @@ async def with_heartbeats(events: AsyncIterator[dict[str, Any]], interval_s: flo
                           conversation_id: str | None = None) -> AsyncIterator[dict[str, Any]]:
     """`events`, with a beat after every `interval_s` in which none came.
 
-    The next event is awaited in a task of its own, never cancelled by the wait for a beat:
-    cancelling an async generator's `__anext__` would end the stream."""
-    pending: asyncio.Task[dict[str, Any]] | None = None
+    A task of its own reads `events` into a one-place queue (so a slow client still holds the
+    source back), and the wait on the queue is what times out: cancelling an async generator's
+    `__anext__` would end the stream, and a task per event cost ~40 µs (this costs a few)."""
+    queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue(maxsize=1)
+
+    async def read() -> None:
+        try:
+            async for event in events:
+                await queue.put((True, event))
+        except Exception as e:  # the consumer raises it, where the stream's errors are handled
+            await queue.put((False, e))
+            return
+        await queue.put((False, None))
+
+    reader = asyncio.create_task(read())
     try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({pending}, timeout=interval_s)
-            if not done:
+            try:
+                async with asyncio.timeout(interval_s):
+                    ok, item = await queue.get()
+            except TimeoutError:
                 yield heartbeat(run_id, seq, conversation_id)
                 continue
-            task, pending = pending, None
-            try:
-                event = task.result()
-            except StopAsyncIteration:
+            if not ok:
+                if item is not None:
+                    raise item
                 return
-            meta = event.get("metadata") or {}
+            meta = item.get("metadata") or {}
             seq = meta.get("seq", seq) if meta.get("run_id") else seq
             run_id = meta.get("run_id") or run_id
             conversation_id = meta.get("conversation_id") or conversation_id
-            yield event
+            yield item
     finally:
-        # The consumer left (a cancel, a dropped connection): stop the read under way, then
-        # let the source run its own cleanup.
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await pending
+        # The consumer left (a cancel, a dropped connection) or the source ended: stop the
+        # reader, then let the source run its own cleanup.
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reader
         aclose = getattr(events, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):
