@@ -156,7 +156,10 @@ class KeywordMatcher:
 
     def match(self, tokens: Sequence[Token]) -> list[Hit]:
         """Keyword hits in the query, at most one per (tool, keyword), in catalog order."""
-        per_token = [self._unit_matches(t) for t in tokens]
+        # A word is looked up once however often it recurs (a pasted log repeats its words).
+        seen: dict[Token, dict[Unit, How]] = {}
+        per_token = [seen[t] if t in seen else seen.setdefault(t, self._unit_matches(t))
+                     for t in tokens]
         hits: dict[tuple[str, str], tuple[int, Hit]] = {}
         for start, first in enumerate(per_token):
             for unit, how_first in first.items():
