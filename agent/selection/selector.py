@@ -21,7 +21,9 @@ search_dashboards everywhere, the default set included; when the fallback cannot
 default set is added (wider, never narrower). A UIContext object the query refers to brings
 its type's intent. A message that names two environments names a migration between them
 ("обнови прод версией со стейджа", "make prod match stage"), whatever its verb; that tool
-counts as named by keywords. `Selection.explain` says why, for the admin-only debug endpoint.
+counts as named by keywords. One environment and no tool a keyword names ("глянь прод") asks
+for its state: the health report is added (not counted, so the fallback still looks).
+`Selection.explain` says why, for the admin-only debug endpoint.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ CONTEXT_TOOLS: dict[str, tuple[str, ...]] = {
 # Two environments in one message: a dashboard goes from one to the other, whatever the verb
 # ("обнови прод версией со стейджа", "sync stage with dev"): the migration moves it.
 BETWEEN_ENVIRONMENTS = ("start_migration",)
+# An environment and no tool named by a keyword ("глянь прод", "что там на деве?"): its state.
+ENVIRONMENT_ALONE = ("get_health_summary",)
 # Tools that act on a dashboard: when one is selected, the turn is a dashboard query.
 DASHBOARD_ACTIONS = frozenset({"get_dashboard", "export_config", "deploy_dashboard",
                                "delete_dashboard", "start_migration"})
@@ -239,6 +243,8 @@ class ToolSelector:
         if len(envs) >= 2:
             choice.add(BETWEEN_ENVIRONMENTS, "environments:" + ",".join(envs))
             named |= set(self._known(BETWEEN_ENVIRONMENTS))
+        elif envs and not named - {CAPABILITIES}:
+            choice.add(ENVIRONMENT_ALONE, "environment:" + envs[0])
         choice.expand()
         choice.suppress()
         # What the keywords themselves named and the turn keeps: tools an intent or the context

@@ -1,7 +1,8 @@
 """Tool selection on colloquial phrasing (issue 32, item 8): keyword frames with a gap ("как …
-там", "how is … doing"), the environments a message names, and a message that names two of them
-as a migration between them; each through `ToolSelector.select` with the shipped catalog, and
-hostile text in linear time."""
+там", "how is … doing"), the environments a message names, a message that names two of them as
+a migration between them and one that names an environment alone as a question about its
+state; each through `ToolSelector.select` with the shipped catalog, and hostile text in linear
+time."""
 
 from __future__ import annotations
 
@@ -125,6 +126,19 @@ def test_two_environments_count_as_named(catalog: Catalog) -> None:
 def test_one_environment_is_no_migration(keywords: ToolSelector) -> None:
     sel = keywords.select("как там прод?")
     assert MIGRATION not in sel.tools and HEALTH in sel.tools
+
+
+@pytest.mark.parametrize("query", ["глянь прод", "how's stage?", "что там на деве"])
+def test_an_environment_alone_asks_for_its_state(keywords: ToolSelector, query: str) -> None:
+    sel = keywords.select(query)
+    assert not sel.explain["keyword_hits"]
+    assert sel.explain["added"][HEALTH].startswith("environment:")
+
+
+def test_an_environment_beside_a_named_tool_brings_nothing(keywords: ToolSelector) -> None:
+    sel = keywords.select("покажи дашборды на проде")
+    assert "search_dashboards" in sel.explain["keyword_hits"]
+    assert HEALTH not in sel.tools
 
 
 @pytest.mark.parametrize("piece", ["как ", "как там ", "как он ", "how is ", "how s the ",
