@@ -145,8 +145,10 @@ def test_an_environment_beside_a_named_tool_brings_nothing(keywords: ToolSelecto
                                    "прод стейдж ", "деве стейджа ", "как … там "])
 def test_hostile_text_costs_linear_time(keywords: ToolSelector, piece: str) -> None:
     """16 KB of frame and environment words: each word is looked up once, each phrase tries
-    at most MAX_GAP + 1 positions a word. A generous bound, and 16 times the text must not
-    cost much more than 16 times the time (a quadratic matcher would cost 256 times)."""
+    at most MAX_GAP + 1 positions a word (here 16 KB takes 3-55 ms, 1 KB a sixteenth of that).
+    Generous liveness bounds on a shared machine: under a second, and 16 times the text not
+    over 64 times the time of 1 KB (with a 5 ms floor, so load spikes on the short text do
+    not fail it; a quadratic matcher costs 256 times)."""
     short = (piece * (1024 // len(piece) + 1))[:1024]
     long = (piece * (16384 // len(piece) + 1))[:16384]
     keywords.select(short)  # warm the stem cache
@@ -160,5 +162,22 @@ def test_hostile_text_costs_linear_time(keywords: ToolSelector, piece: str) -> N
         return min(times)
 
     short_s, long_s = best_of_3(short), best_of_3(long)
-    assert long_s < 2.0
-    assert long_s < 64 * max(short_s, 0.001)
+    assert long_s < 1.0
+    assert long_s < 64 * max(short_s, 0.005)
+
+
+@pytest.mark.parametrize(("query", "tool"), [
+    # General words of the eighth round (issue 32), each with its English or Russian pair.
+    ("откати дашборд 5 на прошлую версию", "deploy_dashboard"),
+    ("revert board 5 on prod", "deploy_dashboard"),
+    ("take the funnel board live", "deploy_dashboard"),
+    ("прод работоспособен после апдейта?", HEALTH),
+    ("did stage recover", HEALTH),
+    ("заблокируй вход на дев", "start_maintenance"),
+    ("lift the lock on stage", "end_maintenance"),
+    ("скачай конфиг отчёта", "export_config"),
+    ("trash that board", "delete_dashboard"),
+    ("перезалей датасет", "refresh_dataset"),
+])
+def test_general_words(keywords: ToolSelector, query: str, tool: str) -> None:
+    assert keywords.select(query).explain["keyword_hits"].get(tool)
