@@ -18,8 +18,9 @@ OpenAI tool JSON of each selected tool with the multilingual SentencePiece token
 with USE (no tokenizer downloads here); the ratio is against sending the whole catalog.
 Splits: `dev` (tune on it), `heldout` (frozen with the set), `heldout2` (a second frozen
 set written before the second tuning round), `heldout3` (written after the fifth round, to
-measure the finished selector once) and `heldout4` (its own file, written after the seventh
-round, issue 32); per-query misses are printed for dev only.
+measure the finished selector once), `heldout4` (its own file, written after the seventh
+round, issue 32) and `heldout5` (its own file, written last, after the eighth); per-query misses
+are printed for dev only.
 Goals (each held-out split, hybrid with the default backend): recall >= 0.97, mean subset <= 6,
 tokens <= 40% of the catalog, p50 < 5 ms.
 """
@@ -52,11 +53,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The labeled sets: the first file holds the contexts and every split up to heldout3; each
 # later frozen set is a file of its own, committed alone.
 DATA = (ROOT / "bench" / "data" / "tool_queries.yaml",
-        ROOT / "bench" / "data" / "tool_queries_heldout4.yaml")
+        ROOT / "bench" / "data" / "tool_queries_heldout4.yaml",
+        ROOT / "bench" / "data" / "tool_queries_heldout5.yaml")
 CATALOG = ROOT / "agentchat" / "data" / "catalog.yaml"
 PASSES = 3  # each query is selected this many times per configuration for the latencies
-SPLITS = ("dev", "heldout", "heldout2", "heldout3", "heldout4")
-HELDOUT = ("heldout", "heldout2", "heldout3", "heldout4")
+SPLITS = ("dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
+HELDOUT = ("heldout", "heldout2", "heldout3", "heldout4", "heldout5")
 # The selection before issue 32's item 8 (colloquial phrasing): the same run's baseline.
 BASELINE_REV = "54907ee"
 DEFAULT = "hybrid_use"
