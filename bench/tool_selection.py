@@ -93,15 +93,16 @@ def load_queries() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return queries, contexts
 
 
-def previous_selection(rev: str, embedder: Embedder) -> ToolSelector:
+def previous_selection(rev: str, embedder: Embedder, stack: contextlib.ExitStack) -> ToolSelector:
     """The hybrid selector as it was at `rev`: its selection package and catalog from git,
-    imported under another package name beside today's, with today's embedder."""
+    imported under another package name beside today's, with today's embedder (its files in
+    a temporary folder that lives as long as `stack`)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
                               text=True).stdout
 
     name = "selection_at_" + rev
-    tmp = Path(tempfile.mkdtemp(prefix="tool-selection-"))
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tool-selection-")))
     (tmp / name).mkdir()
     for path in git("ls-tree", "--name-only", rev, "agent/selection/").split():
         if path.endswith(".py"):
@@ -264,7 +265,7 @@ def main() -> int:
             configs[f"{name}_only"] = lambda q, p, u, s=only: s.select(q, p, u).tools
             configs[f"hybrid_{name}"] = lambda q, p, u, s=hybrid: s.select(q, p, u).tools
         if args.baseline_rev and not args.show_misses:
-            before = previous_selection(args.baseline_rev, embedders["use"])
+            before = previous_selection(args.baseline_rev, embedders["use"], stack)
             configs["baseline_hybrid_use"] = lambda q, p, u, s=before: s.select(q, p, u).tools
         # The miss listing is a tuning tool: dev only, so held-out numbers stay unseen.
         splits = ("dev",) if args.show_misses else SPLITS
