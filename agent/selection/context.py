@@ -1,5 +1,6 @@
-"""What a query refers to: the UIContext's object ("этот дашборд", "this dataset", "deploy it")
-and dashboards named by id ("дашборд 42", "dashboard #42").
+"""What a query refers to: the UIContext's object ("этот дашборд", "this dataset", "deploy it"),
+dashboards named by id ("дашборд 42", "dashboard #42") and the environments it names ("проде",
+"стейджевую", "staging").
 
 The agent prefetches the summary of every dashboard `resolve_dashboard_refs` returns, and the
 selector steers toward the context object's tools when `refers_to_context` holds. The rules are
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentchat.agent.selection.text import Token, tokenize
+from agentchat.agent.selection.text import Token, stem, tokenize
 
 # Words that name an object of each type, as normalized word prefixes (covers inflection,
 # "dashbords" and the like). Matching a prefix of a whole word, never a substring inside one.
@@ -34,6 +35,19 @@ DEICTIC = {
     "нее", "здесь", "тут", "this", "current", "it", "here", "that",
 }
 MAX_ID = 2**31 - 1
+# How users name each environment. Russian words by stem, so every form meets them ("проде",
+# "продом", "стейджа", "стейджевую", "девом"); Latin words as written, because English stems
+# are too short to tell ("production" -> "product", as of "products").
+ENVIRONMENT_WORDS: dict[str, tuple[str, ...]] = {
+    "prod": ("prod", "production", "прод", "продакшн", "продакшен", "продакшене",
+             "продуктив", "продовый"),
+    "ss-stage": ("stage", "staging", "стейдж", "стейджинг", "стейджевый"),
+    "ss-dev": ("dev", "дев", "девовый"),
+}
+_ENV_BY_STEM = {stem(w): env for env, words in ENVIRONMENT_WORDS.items() for w in words
+                if not w.isascii()}
+_ENV_BY_WORD = {w: env for env, words in ENVIRONMENT_WORDS.items() for w in words
+                if w.isascii()}
 
 
 def _object_types(tokens: Sequence[Token]) -> set[str]:
@@ -42,6 +56,16 @@ def _object_types(tokens: Sequence[Token]) -> set[str]:
         for kind, prefixes in OBJECT_NOUNS.items():
             if any(t.word.startswith(p) for p in prefixes):
                 found.add(kind)
+    return found
+
+
+def environments_named(tokens: Sequence[Token]) -> list[str]:
+    """The environments the query names, in order of first mention."""
+    found: list[str] = []
+    for t in tokens:
+        env = _ENV_BY_WORD.get(t.word) or _ENV_BY_STEM.get(t.stem)
+        if env is not None and env not in found:
+            found.append(env)
     return found
 
 

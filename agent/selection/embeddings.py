@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from agentchat.agent.selection.keywords import keyword_words
 from agentchat.catalog import Catalog, Tool
 from agentchat.errors import LocalError
 
@@ -159,8 +160,8 @@ def tool_texts(tool: Tool) -> list[str]:
     return [
         tool.description.ru,
         tool.description.en,
-        ", ".join(tool.keywords.ru),
-        ", ".join([tool.name.replace("_", " "), *tool.keywords.en]),
+        ", ".join(map(keyword_words, tool.keywords.ru)),
+        ", ".join([tool.name.replace("_", " "), *map(keyword_words, tool.keywords.en)]),
         *tool.examples.ru,
         *tool.examples.en,
     ]

@@ -14,6 +14,12 @@ tokenized into whole words and compared word by word, so a keyword of several wo
 Shorter words ("бд", "env", "hi") only match exactly: one edit on them is another word.
 A word the catalog knows as written (a keyword word, or a word of an environment name such as
 "stage") is never taken for a typo: "stage" is not a misspelt "stale", "выключи" not "включи".
+
+A keyword may hold a gap, "…" (or "..."): up to MAX_GAP other words may stand there, so
+"как … там" meets "как там", "как он там" and "как прод там", and "how is … doing" meets "how
+is prod doing" but not "how do I". Colloquial questions put the subject inside the frame, and a
+frame's words alone ("как", "is") say nothing. Matching stays linear in the query: at most
+MAX_GAP + 1 positions are tried for each word of a phrase.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ _RANK: dict[str, int] = {"exact": 0, "form": 1, "typo": 2}
 
 MIN_FORM = 4  # shortest stem that may be extended ("задепл" ~ "задепло")
 MAX_FORM_GAP = 2
+GAP_MARKS = ("…", "...")  # a gap in a keyword
+MAX_GAP = 4  # words a gap may hold
 MIN_TYPO = 5  # shortest word that may carry a typo
 LONG_TYPO = 8  # from this length two edits are a typo
 
@@ -50,6 +58,32 @@ class Phrase:
     tool: str
     keyword: str
     units: tuple[Unit, ...]
+    # Words that may stand before each unit (0: right after the previous one); gaps[0] is 0.
+    gaps: tuple[int, ...]
+
+
+def keyword_words(keyword: str) -> str:
+    """The keyword's words without its gap marks (what an embedding sees of it)."""
+    for mark in GAP_MARKS:
+        keyword = keyword.replace(mark, " ")
+    return " ".join(keyword.split())
+
+
+def parse_phrase(tool: str, keyword: str) -> Phrase | None:
+    """A keyword's words and gaps; None if it has no word. A gap must stand between words."""
+    text = keyword
+    for mark in GAP_MARKS[1:]:
+        text = text.replace(mark, GAP_MARKS[0])
+    parts = [tokenize(part) for part in text.split(GAP_MARKS[0])]
+    if len(parts) > 1 and not all(parts):
+        raise ValueError(f"keyword {keyword!r} of tool {tool!r}: a gap must stand between words")
+    units: list[Unit] = []
+    gaps: list[int] = []
+    for n, part in enumerate(parts):
+        for i, t in enumerate(part):
+            units.append(Unit(t.stem, t.word))
+            gaps.append(MAX_GAP if n and not i else 0)
+    return Phrase(tool, keyword, tuple(units), tuple(gaps)) if units else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +111,9 @@ class KeywordMatcher:
         self.phrases: list[Phrase] = []
         for tool in catalog.tools:
             for keyword in [*tool.keywords.ru, *tool.keywords.en]:
-                units = tuple(Unit(t.stem, t.word) for t in tokenize(keyword))
-                if units:
-                    self.phrases.append(Phrase(tool.name, keyword, units))
+                phrase = parse_phrase(tool.name, keyword)
+                if phrase is not None:
+                    self.phrases.append(phrase)
         self._units = sorted({u for p in self.phrases for u in p.units}, key=lambda u: u.word)
         self._stems = [u.stem for u in self._units]
         self._words = [u.word for u in self._units]
@@ -122,25 +156,48 @@ class KeywordMatcher:
 
     def match(self, tokens: Sequence[Token]) -> list[Hit]:
         """Keyword hits in the query, at most one per (tool, keyword), in catalog order."""
-        per_token = [self._unit_matches(t) for t in tokens]
+        # A word is looked up once however often it recurs (a pasted log repeats its words).
+        seen: dict[Token, dict[Unit, How]] = {}
+        per_token = [seen[t] if t in seen else seen.setdefault(t, self._unit_matches(t))
+                     for t in tokens]
         hits: dict[tuple[str, str], tuple[int, Hit]] = {}
         for start, first in enumerate(per_token):
-            for unit in first:
+            for unit, how_first in first.items():
                 for order, phrase in self._by_first.get(unit, ()):
-                    n = len(phrase.units)
-                    if start + n > len(tokens):
+                    met = _meet(per_token, phrase, start, how_first)
+                    if met is None:
                         continue
-                    found = [per_token[start + j].get(u) for j, u in enumerate(phrase.units)]
-                    hows = [h for h in found if h is not None]
-                    if len(hows) < len(found):
-                        continue
-                    how: How = max(hows, key=lambda h: _RANK[h])
+                    how, end = met
                     key = (phrase.tool, phrase.keyword)
                     if key not in hits or _RANK[how] < _RANK[hits[key][1].how]:
-                        words = " ".join(t.word for t in tokens[start:start + n])
+                        words = " ".join(t.word for t in tokens[start:end + 1])
                         hits[key] = (order, Hit(phrase.tool, phrase.keyword, words, how))
         return [hit for _, hit in sorted(hits.values(), key=lambda oh: oh[0])]
 
+
+def _meet(per_token: Sequence[dict[Unit, How]], phrase: Phrase, start: int,
+          how_first: How) -> tuple[How, int] | None:
+    """The best way the phrase meets the query from `start` (its first word met there as
+    `how_first`), and the index of its last word; None if it does not. Each step keeps, for
+    every position the phrase may have reached, the best way there: at most MAX_GAP + 1
+    positions, so this is linear in the phrase's length."""
+    reached: dict[int, How] = {start: how_first}
+    for unit, gap in zip(phrase.units[1:], phrase.gaps[1:], strict=True):
+        ahead: dict[int, How] = {}
+        for pos, how in reached.items():
+            for k in range(pos + 1, min(pos + 2 + gap, len(per_token))):
+                found = per_token[k].get(unit)
+                if found is None:
+                    continue
+                worse = max(how, found, key=lambda h: _RANK[h])
+                if k not in ahead or _RANK[worse] < _RANK[ahead[k]]:
+                    ahead[k] = worse
+        if not ahead:
+            return None
+        reached = ahead
+    # The best way; of equals, the shortest span.
+    end = min(reached, key=lambda k: (_RANK[reached[k]], k))
+    return reached[end], end
 
 def hits_by_tool(hits: Iterable[Hit]) -> dict[str, list[dict[str, str]]]:
     out: dict[str, list[dict[str, str]]] = {}

@@ -19,7 +19,11 @@ are taken from keyword and fallback tools alike (a fallback "start_maintenance" 
 maintenance set); "unknown or general" is when neither finds a tool; prefetch suppresses
 search_dashboards everywhere, the default set included; when the fallback cannot run, the
 default set is added (wider, never narrower). A UIContext object the query refers to brings
-its type's intent. `Selection.explain` says why, for the admin-only debug endpoint.
+its type's intent. A message that names two environments names a migration between them
+("обнови прод версией со стейджа", "make prod match stage"), whatever its verb; that tool
+counts as named by keywords. One environment and no tool a keyword names ("глянь прод") asks
+for its state: the health report is added (not counted, so the fallback still looks).
+`Selection.explain` says why, for the admin-only debug endpoint.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from pydantic import SecretStr
 
 from agentchat.agent.selection.context import (
     context_object,
+    environments_named,
     refers_to_context,
     resolve_dashboard_refs,
 )
@@ -94,6 +99,11 @@ CONTEXT_TOOLS: dict[str, tuple[str, ...]] = {
     "dataset": ("search_datasets",),
     "migration": ("list_migrations",),
 }
+# Two environments in one message: a dashboard goes from one to the other, whatever the verb
+# ("обнови прод версией со стейджа", "sync stage with dev"): the migration moves it.
+BETWEEN_ENVIRONMENTS = ("start_migration",)
+# An environment and no tool named by a keyword ("глянь прод", "что там на деве?"): its state.
+ENVIRONMENT_ALONE = ("get_health_summary",)
 # Tools that act on a dashboard: when one is selected, the turn is a dashboard query.
 DASHBOARD_ACTIONS = frozenset({"get_dashboard", "export_config", "deploy_dashboard",
                                "delete_dashboard", "start_migration"})
@@ -226,14 +236,21 @@ class ToolSelector:
         hits = self.matcher.match(tokens) if self.use_keywords else []
         obj = context_object(uicontext)
         context_ref = obj is not None and refers_to_context(query, uicontext, tokens)
-        choice = _Choice(self._known, {h.tool for h in hits}, prefetch_available,
+        envs = environments_named(tokens) if self.use_keywords else []
+        named = {h.tool for h in hits}
+        choice = _Choice(self._known, set(named), prefetch_available,
                          context_intent=obj[0] if context_ref and obj is not None else None)
+        if len(envs) >= 2:
+            choice.add(BETWEEN_ENVIRONMENTS, "environments:" + ",".join(envs))
+            named |= set(self._known(BETWEEN_ENVIRONMENTS))
+        elif envs and not named - {CAPABILITIES}:
+            choice.add(ENVIRONMENT_ALONE, "environment:" + envs[0])
         choice.expand()
         choice.suppress()
         # What the keywords themselves named and the turn keeps: tools an intent or the context
         # brought along do not count (one maintenance word still lets the fallback look for
         # other intents), nor a search that prefetch suppressed ("дашборд 17" names one).
-        keyword_count = len({h.tool for h in hits} - {CAPABILITIES} - set(choice.suppressed))
+        keyword_count = len(named - {CAPABILITIES} - set(choice.suppressed))
         fallback = self._widen_by_fallback(query, choice, keyword_count)
         general = choice.widen_to_default(fallback)
         choice.chosen.add(CAPABILITIES)
@@ -244,6 +261,7 @@ class ToolSelector:
             "keyword_hits": hits_by_tool(hits),
             "added": choice.added,
             "context": {"object": list(obj) if obj else None, "referenced": context_ref},
+            "environments": envs,
             "prefetch_available": prefetch_available,
             "suppressed": choice.suppressed,
             "keyword_tools": keyword_count,
