@@ -264,8 +264,10 @@ test("text from ss-tools shows as text: no image or link to another origin, a st
     await page.locator("#agentchat-chatbot").waitFor(WAIT);
     await send(page, "покажи окна обслуживания в ss-dev");
     await waitToolDone(page, "Окна обслуживания");
-    // The control: the planted text itself is there, as the characters it is.
-    await agentSays(page, "[Подтвердить](").waitFor(WAIT);
+    // The control: the planted text itself is there, as the characters it is, in the answer
+    // (the tool's log message holds it too, in its JSON: under load it can still be on
+    // screen as a message of its own, so the answer is found by its own words).
+    await agentSays(page, "причина «![x](").waitFor(WAIT);
     await shot(page, "10-hostile-markdown-as-text");
     const links = await page.evaluate(() => [...document.querySelectorAll(
       "#agentchat-chatbot img, #agentchat-chatbot a, #agentchat-card a")]

@@ -29,6 +29,7 @@ from testkit.stack import Stack
 NOT_THE_SUBMITS = re.compile(r"\bcheckpoint\w*|\brun_events\b|\b(INSERT INTO|UPDATE) runs\b",
                              re.I)
 TOOL_STARTS = re.compile(r"INSERT INTO tool_calls\b", re.I)
+GRAPH = re.compile(r"\bcheckpoint", re.I)
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +62,13 @@ def units(log: list[Message]) -> list[list[Message]]:
     return done
 
 
-def window(log: list[Message]) -> tuple[list[list[Message]], int]:
-    """The submit's own units before the first tool call, and the pool's checks among them."""
+def window(log: list[Message], end: re.Pattern[str] = TOOL_STARTS
+           ) -> tuple[list[list[Message]], int]:
+    """The submit's own units before the first that matches `end` (the first tool call, or
+    for a turn with none the graph's first read), and the pool's checks among them."""
     out, checks = [], 0
     for unit in units(log):
-        if any(TOOL_STARTS.search(m.sql) for m in unit):
+        if any(end.search(m.sql) for m in unit):
             break
         if any(NOT_THE_SUBMITS.search(m.sql) for m in unit):
             continue
@@ -84,10 +87,11 @@ def statements(found: list[list[Message]]) -> list[str]:
     return [" ".join(m.sql.split())[:60] for unit in found for m in unit if m.sql.strip()]
 
 
-def measured(proxy: PgWire, action: Any) -> tuple[int, list[str], int]:
+def measured(proxy: PgWire, action: Any,
+             end: re.Pattern[str] = TOOL_STARTS) -> tuple[int, list[str], int]:
     proxy.clear()
     action()
-    found, checks = window(proxy.messages())
+    found, checks = window(proxy.messages(), end)
     return round_trips(found), statements(found), checks
 
 
@@ -117,8 +121,15 @@ def test_each_kind_of_submit_costs_at_most_three_round_trips(
     confirm = measured(proxy, lambda: send("confirm", "__resume__", "confirm", cid))
     assert out["confirm"].kind == "final", out["confirm"].types()
     assert any(e["metadata"].get("type") == "tool_start" for e in out["confirm"].events)
+    send("card2", "задеплой дашборд 7 в prod", None, cid)
+    assert out["card2"].kind == "confirm_required", out["card2"].types()
+    time.sleep(0.5)
+    # A deny resumes the graph with no tool call: its window ends at the graph's first read.
+    deny = measured(proxy, lambda: send("deny", "__resume__", "deny", cid), GRAPH)
+    assert out["deny"].kind == "final", out["deny"].types()
 
-    report = {"new": new, "follow-up": follow, "confirm": confirm, "retry": retry}
+    report = {"new": new, "follow-up": follow, "confirm": confirm, "deny": deny,
+              "retry": retry}
     print({k: (v[0], v[2]) for k, v in report.items()})
     for name, (trips, sent, _) in report.items():
         assert 1 <= trips <= 3, (name, trips, sent)
