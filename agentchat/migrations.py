@@ -328,4 +328,10 @@ MIGRATIONS: list[str] = [
       FROM audit_rows
      GROUP BY conversation_id, call_id;
     """,
+    # 10: Stop by run_id from any replica (docs/protocol.md §4): the replica asked marks the
+    # run, and the replica running it reads the mark with its next heartbeat and stops it. A
+    # nullable column without a default: a change of the catalog only, no table rewrite.
+    """
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS stop_requested_at timestamptz;
+    """,
 ]

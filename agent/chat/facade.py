@@ -89,9 +89,10 @@ class Chat:
     async def stop(self, *, owner: str, conversation_id: str, run_id: str, tab: str) -> str:
         """Stop by run_id (docs/protocol.md §4): the owner's run (another user's is NOT_FOUND,
         in the SQL), started by this tab, stopped as a Gradio cancel stops it (the partial
-        answer stored); its status. A run that already ended answers its status and nothing
-        changes; a run on another replica is CONVERSATION_BUSY (its cancel is not reachable
-        from here; the client may try again)."""
+        answer stored); its status then. A run that already ended answers its status and
+        nothing changes. A run on another replica is marked in `runs`; that replica stops it
+        at its next heartbeat (`run_heartbeat_s`), which is waited for up to the heartbeat and
+        `stop_wait_s`; `stopping` if it has not ended by then."""
         row = await runs.find_run(self.pool, owner=owner, conversation_id=conversation_id,
                                   run_id=run_id, lost_s=self.settings.run_lost_s)
         if row is None:
@@ -102,13 +103,27 @@ class Chat:
         if row["status"] != "running":
             return str(row["status"])
         live = self.hub.live.get(run_id)
-        turn = self.runner.active.get(conversation_id)
-        if live is None or turn is None or turn.turn_id != row["turn_id"] or turn.task is None:
-            raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
-                                 "the run is served by another agent replica; try again")
-        turn.task.cancel()
-        await asyncio.wait([turn.task], timeout=self.settings.stop_wait_s)
-        return live.status if live.done else "cancelled"
+        if live is not None and self.hub.stop(run_id):
+            turn = self.runner.active.get(conversation_id)
+            if turn is not None and turn.task is not None:
+                await asyncio.wait([turn.task], timeout=self.settings.stop_wait_s)
+            return live.status if live.done else "cancelled"
+        if not await runs.request_stop(self.pool, owner=owner, conversation_id=conversation_id,
+                                       run_id=run_id, tab=tab):
+            return await self._status_of(owner, conversation_id, run_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.run_heartbeat_s + self.settings.stop_wait_s
+        while loop.time() < deadline:
+            status = await self._status_of(owner, conversation_id, run_id)
+            if status != "running":
+                return status
+            await asyncio.sleep(0.2)
+        return "stopping"
+
+    async def _status_of(self, owner: str, conversation_id: str, run_id: str) -> str:
+        row = await runs.find_run(self.pool, owner=owner, conversation_id=conversation_id,
+                                  run_id=run_id, lost_s=self.settings.run_lost_s)
+        return str(row["status"]) if row is not None else "lost"
 
     # -- the kinds of submit ----------------------------------------------------------------------
 

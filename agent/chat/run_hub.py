@@ -223,6 +223,14 @@ class RunHub:
             task.add_done_callback(lambda _: self.live.pop(run.run_id, None))
         return run
 
+    def stop(self, run_id: str) -> bool:
+        """Cancel a live run's turn here, as a Gradio cancel of its submit would."""
+        run = self.live.get(run_id)
+        if run is None or run.done or run.stop is None:
+            return False
+        run.stop()
+        return True
+
     def flush_interval(self) -> float:
         """The coalescing interval now: fixed, or with adaptive coalescing long enough that
         the live runs together send about `flush_events_per_s` stream_tokens a second."""
@@ -273,7 +281,8 @@ class RunHub:
                     beat_at = loop.time() + self.settings.run_heartbeat_s
                     running = [r.run_id for r in self.live.values() if not r.done]
                     if running:
-                        await store.heartbeat(self.pool, running)
+                        for run_id in await store.heartbeat(self.pool, running):
+                            self.stop(run_id)  # asked on another replica (Stop by run_id)
             except AgentChatError:  # the database is down: keep the events, try again
                 log.warning("storing run events failed; retrying")
                 await asyncio.sleep(0.5)

@@ -67,8 +67,20 @@ SELECT pg_notify(%(channel)s, upd.id), (SELECT count(*) FROM ev) AS written,
        (SELECT count(*) FROM trimmed) AS trimmed, (SELECT count(*) FROM based) AS based
   FROM upd
 """
+# The replica's live runs are alive; the ids of those another replica was asked to stop.
 HEARTBEAT = """
 UPDATE runs SET heartbeat_at = now() WHERE id = ANY(%(ids)s) AND status = 'running'
+RETURNING id, stop_requested_at IS NOT NULL AS stop
+"""
+# Stop by run_id on a replica that does not run it: the owner's running run, started by this
+# tab, is marked for its replica's next heartbeat.
+REQUEST_STOP = """
+UPDATE runs r SET stop_requested_at = now()
+  FROM conversations c
+ WHERE r.id = %(run_id)s AND r.conversation_id = %(conversation_id)s
+   AND c.id = r.conversation_id AND c.owner = %(owner)s
+   AND r.tab_id = %(tab)s AND r.status = 'running'
+RETURNING r.id
 """
 # Runs without a heartbeat for `lost_s` (or the ids given, at a replica's shutdown) become
 # lost, except `keep` (the caller's own live runs: after an outage their heartbeats are old
@@ -189,9 +201,17 @@ async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progre
                 "b_texts": [b[2] for b in bases]})
 
 
-async def heartbeat(db: Db, run_ids: list[str]) -> None:
-    async with connection(db) as conn:
-        await conn.execute(HEARTBEAT, {"ids": run_ids})
+async def heartbeat(db: Db, run_ids: list[str]) -> list[str]:
+    """Heartbeat the live runs; the ids of those a Stop by run_id asked to stop."""
+    rows = await fetch_all(db, HEARTBEAT, {"ids": run_ids})
+    return [str(r["id"]) for r in rows if r["stop"]]
+
+
+async def request_stop(db: Db, *, owner: str, conversation_id: str, run_id: str,
+                       tab: str) -> bool:
+    """Mark the owner's running run, started by `tab`, to be stopped by its replica."""
+    return await fetch_one(db, REQUEST_STOP, {"owner": owner, "conversation_id": conversation_id,
+                                              "run_id": run_id, "tab": tab}) is not None
 
 
 async def mark_lost(db: Db, *, lost_s: float, content: str, detail: str,

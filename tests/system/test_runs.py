@@ -366,32 +366,32 @@ def test_a_run_outliving_the_drain_is_marked_lost_and_retry_completes_it(
         leaving_policy.kill()
 
 
-def test_stop_by_run_id_on_the_runs_replica_and_refused_on_another(
-        replicas: tuple[Stack, Service, Service]) -> None:
-    """docs/protocol.md §4, "Stop by run_id": the replica running the run stops it; another
-    replica cannot reach it yet and says so (CONVERSATION_BUSY, retryable), changing nothing."""
+STORED = "SELECT 1 FROM runs WHERE id=%s"
+CANCELLED = "SELECT 1 FROM runs WHERE id=%s AND status='cancelled'"
+
+
+def test_stop_by_run_id_from_either_replica(replicas: tuple[Stack, Service, Service]) -> None:
+    """docs/protocol.md §4, "Stop by run_id": asked on the replica running it, the run stops
+    at once; asked on another, that replica marks it and the running one stops it at its next
+    heartbeat. Either way the run ends `cancelled` and its stream says so."""
     stack, a, b = replicas
     stack.reset_sandbox()
     alice = stack.token("alice")
-    tab_id = "tab-" + uuid.uuid4().hex
-    stack.fault(operation="search_dashboards", delay_s=5)
-    started = say(a, alice, {"text": "найди дашборды про отчёты", "files": [], "tab_id": tab_id},
-                  drop_after=1)  # the tab's connection is gone; its run goes on in replica a
-    cid, run_id = started.conversation_id, started.last["run_id"]
-    assert cid and run_id, started.types()
-
-    def cancel(agent: Service) -> httpx.Response:
-        return httpx.post(f"{agent.url}/api/agent/conversations/{cid}/runs/{run_id}/cancel",
-                          json={"tab_id": tab_id}, timeout=10,
+    stack.fault(operation="search_dashboards", delay_s=8)
+    for asked, name in ((a, "its own replica"), (b, "another replica")):
+        tab_id = "tab-" + uuid.uuid4().hex
+        started = say(a, alice, {"text": "найди дашборды про отчёты", "files": [],
+                                 "tab_id": tab_id},
+                      drop_after=1)  # the tab's connection is gone; the run goes on in a
+        cid, run_id = started.conversation_id, started.last["run_id"]
+        assert cid and run_id, started.types()
+        wait_for(lambda rid=run_id: rows(stack.database_url, STORED, rid), "the run stored")
+        t0 = time.monotonic()
+        resp = httpx.post(f"{asked.url}/api/agent/conversations/{cid}/runs/{run_id}/cancel",
+                          json={"tab_id": tab_id}, timeout=15,
                           headers={"Authorization": f"Bearer {alice}"})
-
-    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
-             "the run stored")
-    elsewhere = cancel(b)
-    assert elsewhere.status_code == 409, elsewhere.text
-    assert elsewhere.json()["code"] == "CONVERSATION_BUSY"
-    here = cancel(a)
-    assert here.status_code == 200, here.text
-    assert here.json() == {"run_id": run_id, "status": "cancelled"}
-    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s AND "
-                          "status='cancelled'", run_id), "the run stored as cancelled")
+        assert resp.status_code == 200, (name, resp.text)
+        assert resp.json()["status"] in ("cancelled", "stopping"), (name, resp.json())
+        wait_for(lambda rid=run_id: rows(stack.database_url, CANCELLED, rid),
+                 f"stopped from {name}")
+        assert time.monotonic() - t0 < 8, f"stopped from {name} before the slow tool ended"
