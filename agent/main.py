@@ -6,6 +6,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import gradio as gr
 from fastapi import FastAPI, Request
@@ -23,9 +24,11 @@ from agentchat.agent.chat.page_csp import PageSecurityHeaders
 from agentchat.agent.chat.sessions import GradioSessionGuard
 from agentchat.agent.chat.upload_quota import UploadLimits
 from agentchat.agent.chat.uploads import GradioFileGuard
+from agentchat.agent.metrics import watch_service_token
 from agentchat.agent.settings import PAGE_SUBPATH, AgentSettings
 from agentchat.agent.storage.db import STORAGE_ERRORS
 from agentchat.agent.wiring import ServiceHolder, build_services
+from agentchat.db import REQUIRED_SCHEMA, resolve_database_url, wait_for_schema
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import bearer
 from agentchat.telemetry import fastapi_telemetry, setup_telemetry
@@ -41,6 +44,15 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.service_token_file:
+            watch_service_token(Path(settings.service_token_file))
+        if not settings.migrate_on_start:
+            # Expand-only: a newer schema (a later release's migrations) is served; an older one
+            # waits for the release's migration Job, then refuses (SchemaTooOld).
+            version = await wait_for_schema(resolve_database_url(settings),
+                                            wait_s=settings.schema_wait_s)
+            log.info("database schema at migration %d (this version needs %d)", version,
+                     REQUIRED_SCHEMA)
         holder.services = await build_services(settings)
         frozen = heap.tune(freeze=settings.gc_freeze, gen0_threshold=settings.gc_gen0_threshold)
         log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(), frozen)

@@ -49,9 +49,27 @@ def _cmd_token(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from agentchat.db import migrate_url, resolve_database_url
+    from agentchat.db import (
+        MigrationLimits,
+        SchemaTooOld,
+        migrate_url,
+        resolve_database_url,
+        wait_for_schema,
+    )
 
-    applied = asyncio.run(migrate_url(resolve_database_url(SharedSettings())))
+    url = resolve_database_url(SharedSettings())
+    if args.check:
+        try:
+            version = asyncio.run(wait_for_schema(url, wait_s=0))
+        except SchemaTooOld as e:
+            print(e, file=sys.stderr)
+            return 1
+        print(f"schema at migration {version}")
+        return 0
+    limits = MigrationLimits(lock_timeout_ms=args.lock_timeout_ms,
+                             statement_timeout_ms=args.statement_timeout_ms,
+                             attempts=args.attempts)
+    applied = asyncio.run(migrate_url(url, limits))
     print(f"applied {applied} migration(s)")
     return 0
 
@@ -178,7 +196,18 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--lifetime", type=int, help="seconds until the token expires")
     tok.set_defaults(func=_cmd_token)
 
-    mig = sub.add_parser("migrate", help="apply the database migrations")
+    mig = sub.add_parser("migrate", help="apply the database migrations (the chart's hook Job"
+                         " runs this once per release)")
+    mig.add_argument("--lock-timeout-ms", type=int, default=5000,
+                     help="lock_timeout of every statement; a statement that waits longer gives"
+                          " up, so writers queued behind it go on, and is retried")
+    mig.add_argument("--statement-timeout-ms", type=int, default=30 * 60 * 1000,
+                     help="statement_timeout of every statement (an index build included)")
+    mig.add_argument("--attempts", type=int, default=30,
+                     help="lock timeouts tolerated per migration before failing")
+    mig.add_argument("--check", action="store_true",
+                     help="only say whether the schema is at least what this version needs"
+                          " (exit 1 if older)")
     mig.set_defaults(func=_cmd_migrate)
 
     _audit_parser(sub)
