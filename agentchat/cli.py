@@ -8,6 +8,7 @@ import asyncio
 import importlib
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +50,8 @@ def _cmd_token(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
+    import psycopg
+
     from agentchat.db import (
         MigrationLimits,
         SchemaTooOld,
@@ -69,9 +72,28 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     limits = MigrationLimits(lock_timeout_ms=args.lock_timeout_ms,
                              statement_timeout_ms=args.statement_timeout_ms,
                              attempts=args.attempts)
-    applied = asyncio.run(migrate_url(url, limits))
+    # The database may still be starting (the dev chart's PostgreSQL beside a post-install
+    # Job): connection failures are retried for --wait-for-database seconds.
+    deadline = time.monotonic() + args.wait_for_database
+    while True:
+        try:
+            applied = asyncio.run(migrate_url(url, limits))
+            break
+        except psycopg.OperationalError as e:
+            if time.monotonic() >= deadline or not _unreachable(e):
+                raise
+            print("the database does not answer yet; retrying", file=sys.stderr)
+            time.sleep(2)
     print(f"applied {applied} migration(s)")
     return 0
+
+
+def _unreachable(e: Exception) -> bool:
+    """A connection that could not be made (not a statement that failed)."""
+    import psycopg
+
+    return not isinstance(e, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled) \
+        and getattr(e, "sqlstate", None) in (None, "57P03", "08006", "08001")
 
 
 def _when(value: str) -> datetime:
@@ -205,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="statement_timeout of every statement (an index build included)")
     mig.add_argument("--attempts", type=int, default=30,
                      help="lock timeouts tolerated per migration before failing")
+    mig.add_argument("--wait-for-database", type=float, default=120.0, metavar="S",
+                     help="retry connecting this long while the database starts")
     mig.add_argument("--check", action="store_true",
                      help="only say whether the schema is at least what this version needs"
                           " (exit 1 if older)")

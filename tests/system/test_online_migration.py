@@ -19,13 +19,16 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
 from agentchat.db import CONNECTION_KWARGS, REQUIRED_SCHEMA, schema_version
 from agentchat.migrations import MIGRATIONS
+from testkit.stack import running_stack
 from testkit.support import create_database, drop_database
 
 HOLD_S = 4.0
@@ -120,3 +123,42 @@ async def test_without_a_lock_timeout_writers_queue_behind_the_old_transaction(
     waits, done = await _migrate_under_load(at_migration_7, 0)
     assert done.returncode == 0, done.stderr[-3000:]
     assert max(waits) > HOLD_S / 2, sorted(waits)[-5:]
+
+
+def test_migrate_check_says_whether_the_schema_is_enough(at_migration_7: str) -> None:
+    env = {**os.environ, "DATABASE_URL": at_migration_7}
+    run = [sys.executable, "-m", "agentchat.cli", "migrate"]
+    older = subprocess.run([*run, "--check"], env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert older.returncode == 1
+    assert f"at migration 7, this version needs {REQUIRED_SCHEMA}" in older.stderr
+    assert subprocess.run(run, env=env, capture_output=True, timeout=120).returncode == 0
+    done = subprocess.run([*run, "--check"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and f"at migration {REQUIRED_SCHEMA}" in done.stdout
+
+
+def test_the_agent_refuses_an_older_schema_and_serves_a_newer_one(
+        tmp_path: Path, pg_server: str, migrated_template: str, at_migration_7: str) -> None:
+    url = create_database(pg_server, template=migrated_template)
+    checked = {"AGENTCHAT_MIGRATE_ON_START": "false", "AGENTCHAT_SCHEMA_WAIT_S": "2"}
+    try:
+        with running_stack(tmp_path / "data", url) as stack:
+            # The release's Job has not run (the database is at migration 7): no start.
+            stack.database_url = at_migration_7
+            with pytest.raises(RuntimeError, match="exited"):
+                stack.start_agent(**checked)
+            assert "this version needs" in stack.data_dir.joinpath(
+                f"agent-{len(stack.agents)}.log").read_text()
+            # A later release migrated further (expand-only): this version serves it.
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("INSERT INTO agentchat_migrations (v) VALUES (%s)",
+                             (REQUIRED_SCHEMA + 1,))
+            stack.database_url = url
+            agent = stack.start_agent(**checked)
+            assert httpx.get(agent.url + "/readyz", timeout=10).status_code == 200
+            with psycopg.connect(url) as conn:
+                row = conn.execute("SELECT max(v) FROM agentchat_migrations").fetchone()
+            assert row is not None and row[0] == REQUIRED_SCHEMA + 1  # nothing migrated back
+    finally:
+        drop_database(pg_server, url)
