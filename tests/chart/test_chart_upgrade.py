@@ -154,8 +154,10 @@ def test_crds_install_carries_the_crds_kept_on_uninstall() -> None:
 
 
 def test_docs_recommend_reset_then_reuse_values() -> None:
-    for path in (ROOT / "README.md", CHART / "templates" / "NOTES.txt"):
-        text = path.read_text()
-        assert "--reset-then-reuse-values" in text, path
-        assert not re.search(r"(?<!then-)--reuse-values(?! )", text.replace(
-            "`--reuse-values`", "")), path
+    for path in (ROOT / "README.md", CHART / "README.md", CHART / "templates" / "NOTES.txt"):
+        commands = [line for line in path.read_text().splitlines() if "helm upgrade" in line
+                    and "reuse-values" in line]
+        assert commands, path
+        for line in commands:  # every upgrade command shown keeps the new defaults
+            assert re.sub(r"--reset-then-reuse-values", "", line).count("--reuse-values") == 0, \
+                (path, line)
