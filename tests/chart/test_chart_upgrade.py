@@ -93,11 +93,21 @@ def _validate(docs: list[dict[str, Any]]) -> list[str]:
     return errors
 
 
-def test_reuse_values_of_the_last_release_render(tmp_path: Path) -> None:
-    """`helm upgrade --reuse-values`: the previous release's values are all the chart gets."""
+@pytest.mark.parametrize("dropped", [[], [["ui"], ["ssTools", "jwksReader"]]],
+                         ids=["last-release", "before-the-page-and-jwks-reader"])
+def test_reuse_values_of_the_last_release_render(tmp_path: Path,
+                                                 dropped: list[list[str]]) -> None:
+    """`helm upgrade --reuse-values`: the previous release's values are all the chart gets
+    (also those of a release older still, without `ui` and `ssTools.jwksReader`)."""
     copy = tmp_path / "agentchat"
     shutil.copytree(CHART, copy)
-    shutil.copy(PREVIOUS, copy / "values.yaml")
+    values = yaml.safe_load(PREVIOUS.read_text())
+    for path in dropped:
+        node = values
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+    (copy / "values.yaml").write_text(yaml.safe_dump(values))
     docs = _template(copy, upgrade=True, apis=APIS)
     assert _validate(docs) == []
     hook = one(docs, "Job", "-uninstall")["spec"]["template"]["spec"]["containers"][0]
