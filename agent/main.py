@@ -7,6 +7,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 
@@ -14,10 +15,12 @@ from agentchat.agent import heap
 from agentchat.agent.api.main import api_router
 from agentchat.agent.gradio import mount
 from agentchat.agent.gradio.file_guard import gradio_upload_paths
+from agentchat.agent.metrics import watch_service_token
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage.db import STORAGE_ERRORS
 from agentchat.agent.wiring import ServiceHolder, build_services
 from agentchat.asgi import BodyLimitMiddleware
+from agentchat.db import REQUIRED_SCHEMA, resolve_database_url, wait_for_schema
 from agentchat.http_errors import install_error_handlers
 from agentchat.telemetry import fastapi_telemetry, setup_telemetry
 
@@ -32,6 +35,15 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.service_token_file:
+            watch_service_token(Path(settings.service_token_file))
+        if not settings.migrate_on_start:
+            # Expand-only: a newer schema (a later release's migrations) is served; an older one
+            # waits for the release's migration Job, then refuses (SchemaTooOld).
+            version = await wait_for_schema(resolve_database_url(settings),
+                                            wait_s=settings.schema_wait_s)
+            log.info("database schema at migration %d (this version needs %d)", version,
+                     REQUIRED_SCHEMA)
         holder.services = await build_services(settings)
         frozen = heap.tune(freeze=settings.gc_freeze, gen0_threshold=settings.gc_gen0_threshold)
         log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(), frozen)

@@ -7,12 +7,18 @@ traces and the audit trail.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import jwt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry()
 
 _FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 _SLOW = (1, 5, 15, 30, 60, 120, 180, 240, 300, 600)
+# Time to first token: past every threshold an alert can use (the chart's ttftP99Seconds,
+# 5 s by default; tests/chart/test_chart_alerts.py compares), so a p99 above it is measurable.
+_TTFT = (*_FAST, 7.5, 10, 15, 20, 30, 60)
 
 # ---- turns and the stream ----
 TURNS = Counter("agentchat_turns_total", "Turns by how they ended, and the error code if any",
@@ -26,7 +32,7 @@ LIVE_RUNS = Gauge("agentchat_live_runs", "Streaming runs live on this replica (t
 FIRST_EVENT = Histogram("agentchat_first_event_seconds", "Submit to first event",
                         registry=REGISTRY, buckets=_FAST)
 FIRST_TOKEN = Histogram("agentchat_first_token_seconds", "Submit to the first answer token (TTFT)",
-                        registry=REGISTRY, buckets=_FAST)
+                        registry=REGISTRY, buckets=_TTFT)
 EVENT_GAP = Histogram("agentchat_event_gap_seconds", "Time between two events of one run",
                       registry=REGISTRY, buckets=_FAST)
 STREAM_JOINS = Counter("agentchat_stream_joins_total",
@@ -46,6 +52,14 @@ CARD_ANSWER = Histogram("agentchat_card_answer_seconds", "Card shown to answered
 POLICY_DECISIONS = Counter("agentchat_agent_policy_decisions_total",
                            "Policy answers the agent got, by outcome: allow, deny, confirm, "
                            "unavailable", ["outcome"], registry=REGISTRY)
+SERVICE_TOKEN_REFUSED = Counter(
+    "agentchat_agent_service_token_refused_total",
+    "Policy checks the sidecar refused for the service token (401 after a re-read): no tool runs",
+    registry=REGISTRY)
+SERVICE_TOKEN_EXPIRY = Gauge(
+    "agentchat_service_token_expiry_timestamp_seconds",
+    "`exp` of the mounted service token, read at each scrape (0: missing or unreadable)",
+    registry=REGISTRY)
 POLICY_LATENCY = Histogram("agentchat_agent_policy_seconds", "Round trip of one policy check",
                            registry=REGISTRY, buckets=_FAST)
 
@@ -55,3 +69,20 @@ TOOL_CALLS = Counter("agentchat_tool_calls_total",
                      ["tool", "outcome"], registry=REGISTRY)
 TOOL_SECONDS = Histogram("agentchat_tool_call_seconds", "Duration of one tool call to ss-tools",
                          ["tool"], registry=REGISTRY, buckets=_FAST)
+
+
+def token_file_expiry(path: Path) -> float:
+    """`exp` of the JWT in `path` (no signature check: the sidecar verifies), 0 when the file is
+    missing or holds no token with an `exp`: an alert on it then fires, as it should."""
+    try:
+        claims = jwt.decode(path.read_text().strip(), options={"verify_signature": False})
+    except (OSError, UnicodeDecodeError, jwt.PyJWTError):
+        return 0.0
+    exp = claims.get("exp")
+    return float(exp) if isinstance(exp, int | float) else 0.0
+
+
+def watch_service_token(path: Path) -> None:
+    """Export the token file's expiry, read when Prometheus scrapes: it is true whether or not
+    the operator runs or any check is made."""
+    SERVICE_TOKEN_EXPIRY.set_function(lambda: token_file_expiry(path))

@@ -8,6 +8,7 @@ import asyncio
 import importlib
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -49,11 +50,50 @@ def _cmd_token(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from agentchat.db import migrate_url, resolve_database_url
+    import psycopg
 
-    applied = asyncio.run(migrate_url(resolve_database_url(SharedSettings())))
+    from agentchat.db import (
+        MigrationLimits,
+        SchemaTooOld,
+        migrate_url,
+        resolve_database_url,
+        wait_for_schema,
+    )
+
+    url = resolve_database_url(SharedSettings())
+    if args.check:
+        try:
+            version = asyncio.run(wait_for_schema(url, wait_s=0))
+        except SchemaTooOld as e:
+            print(e, file=sys.stderr)
+            return 1
+        print(f"schema at migration {version}")
+        return 0
+    limits = MigrationLimits(lock_timeout_ms=args.lock_timeout_ms,
+                             statement_timeout_ms=args.statement_timeout_ms,
+                             attempts=args.attempts)
+    # The database may still be starting (the dev chart's PostgreSQL beside a post-install
+    # Job): connection failures are retried for --wait-for-database seconds.
+    deadline = time.monotonic() + args.wait_for_database
+    while True:
+        try:
+            applied = asyncio.run(migrate_url(url, limits))
+            break
+        except psycopg.OperationalError as e:
+            if time.monotonic() >= deadline or not _unreachable(e):
+                raise
+            print("the database does not answer yet; retrying", file=sys.stderr)
+            time.sleep(2)
     print(f"applied {applied} migration(s)")
     return 0
+
+
+def _unreachable(e: Exception) -> bool:
+    """A connection that could not be made (not a statement that failed)."""
+    import psycopg
+
+    return not isinstance(e, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled) \
+        and getattr(e, "sqlstate", None) in (None, "57P03", "08006", "08001")
 
 
 def _when(value: str) -> datetime:
@@ -178,7 +218,20 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--lifetime", type=int, help="seconds until the token expires")
     tok.set_defaults(func=_cmd_token)
 
-    mig = sub.add_parser("migrate", help="apply the database migrations")
+    mig = sub.add_parser("migrate", help="apply the database migrations (the chart's hook Job"
+                         " runs this once per release)")
+    mig.add_argument("--lock-timeout-ms", type=int, default=5000,
+                     help="lock_timeout of every statement; a statement that waits longer gives"
+                          " up, so writers queued behind it go on, and is retried")
+    mig.add_argument("--statement-timeout-ms", type=int, default=30 * 60 * 1000,
+                     help="statement_timeout of every statement (an index build included)")
+    mig.add_argument("--attempts", type=int, default=30,
+                     help="lock timeouts tolerated per migration before failing")
+    mig.add_argument("--wait-for-database", type=float, default=120.0, metavar="S",
+                     help="retry connecting this long while the database starts")
+    mig.add_argument("--check", action="store_true",
+                     help="only say whether the schema is at least what this version needs"
+                          " (exit 1 if older)")
     mig.set_defaults(func=_cmd_migrate)
 
     _audit_parser(sub)

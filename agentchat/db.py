@@ -9,11 +9,16 @@ one pool serves the checkpointer and our own tables.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import itertools
+import logging
+import re
 import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +27,11 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from agentchat.migrations import MIGRATIONS
+from agentchat.errors import LocalError
+from agentchat.migrations import MIGRATIONS, Online
 from agentchat.settings import SharedSettings
+
+log = logging.getLogger("agentchat.db")
 
 CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None,
                                      "row_factory": dict_row}
@@ -49,26 +57,139 @@ def resolve_database_url(settings: SharedSettings) -> str:
     return settings.database_url or embedded_url(settings.data_dir)
 
 
-async def migrate(conn: psycopg.AsyncConnection[Any]) -> int:
-    """Apply the migrations not yet recorded; safe to run twice and from several processes."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+# The schema this code needs: every migration it knows. A newer schema (migrations added by a
+# later release, expand-only) is served as well; an older one is refused (`wait_for_schema`).
+REQUIRED_SCHEMA = len(MIGRATIONS) - 1
+
+
+@dataclass(frozen=True)
+class MigrationLimits:
+    """How long one statement may wait for a lock (then it is retried, so writers queued
+    behind it go on) and run; `attempts` lock timeouts per migration before giving up."""
+
+    lock_timeout_ms: int = 5000
+    statement_timeout_ms: int = 30 * 60 * 1000
+    attempts: int = 30
+    retry_delay_s: float = 1.0
+
+
+class SchemaTooOld(LocalError):
+    """The database's schema is older than this code needs: `agentchat migrate` has not run."""
+
+
+async def schema_version(conn: psycopg.AsyncConnection[Any]) -> int:
+    """The last applied migration, -1 on an empty database."""
+    cur = await conn.execute("SELECT to_regclass('agentchat_migrations') IS NOT NULL AS ok")
+    row = await cur.fetchone()
+    if not _first(row):
+        return -1
+    cur = await conn.execute("SELECT coalesce(max(v), -1) AS v FROM agentchat_migrations")
+    return int(_first(await cur.fetchone()))
+
+
+def _first(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+async def migrate(conn: psycopg.AsyncConnection[Any],
+                  limits: MigrationLimits | None = None) -> int:
+    """Apply the migrations not yet recorded, one transaction each (an `Online` one statement
+    by statement, outside any transaction); safe to run twice and from several processes.
+
+    Every statement runs under `lock_timeout`: one that cannot get its lock gives up, so the
+    writers queued behind it go on, and is retried after a pause (the migration resumes, its
+    statements being idempotent). `conn` must be in autocommit (a pool's connection is).
+    """
+    limits = limits or MigrationLimits()
+    if await schema_version(conn) >= REQUIRED_SCHEMA:
+        return 0  # nothing to do: no lock, no DDL (every agent start, in a cluster)
+    # Polled, not waited for: a session blocked in pg_advisory_lock holds a snapshot, and
+    # CREATE INDEX CONCURRENTLY in the session that has the lock waits for it (a deadlock).
+    for _ in itertools.count():
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATION_LOCK,))
+        if _first(await cur.fetchone()):
+            break
+        await asyncio.sleep(0.2)
+    try:
+        await conn.execute("SELECT set_config('lock_timeout', %s, false),"
+                           " set_config('statement_timeout', %s, false)",
+                           (f"{limits.lock_timeout_ms}ms", f"{limits.statement_timeout_ms}ms"))
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS agentchat_migrations ("
             " v integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        cur = await conn.execute("SELECT coalesce(max(v), -1) AS v FROM agentchat_migrations")
-        row = await cur.fetchone()
-        done = int(row["v"] if isinstance(row, dict) else row[0])  # type: ignore[index]
+        done = await schema_version(conn)
         for version in range(done + 1, len(MIGRATIONS)):
-            await conn.execute(MIGRATIONS[version])
-            await conn.execute("INSERT INTO agentchat_migrations (v) VALUES (%s)", (version,))
-    return len(MIGRATIONS) - 1 - done
+            await _apply(conn, version, limits)
+    finally:
+        await conn.execute("RESET lock_timeout; RESET statement_timeout")
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+    return max(0, len(MIGRATIONS) - 1 - done)
 
 
-async def migrate_url(url: str) -> int:
+_CONCURRENT_INDEX = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)", re.I)
+
+
+async def _apply(conn: psycopg.AsyncConnection[Any], version: int,
+                 limits: MigrationLimits) -> None:
+    entry = MIGRATIONS[version]
+    for attempt in range(1, limits.attempts + 1):
+        try:
+            if isinstance(entry, Online):
+                for statement in entry.statements:
+                    await _online(conn, statement)
+                await conn.execute("INSERT INTO agentchat_migrations (v) VALUES (%s)"
+                                   " ON CONFLICT DO NOTHING", (version,))
+            else:
+                async with conn.transaction():
+                    await conn.execute(entry)
+                    await conn.execute("INSERT INTO agentchat_migrations (v) VALUES (%s)",
+                                       (version,))
+            return
+        except psycopg.errors.LockNotAvailable:
+            if attempt == limits.attempts:
+                raise
+            log.warning("migration %d: a lock was not free within %d ms (attempt %d of %d);"
+                        " retrying", version, limits.lock_timeout_ms, attempt, limits.attempts)
+            await asyncio.sleep(limits.retry_delay_s)
+
+
+async def _online(conn: psycopg.AsyncConnection[Any], statement: str) -> None:
+    """One statement of an `Online` migration. A concurrent index build that was interrupted
+    leaves an INVALID index that IF NOT EXISTS would keep: it is dropped and built again."""
+    index = _CONCURRENT_INDEX.search(statement)
+    if index:
+        cur = await conn.execute(
+            "SELECT NOT i.indisvalid AS invalid FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace",
+            (index.group(1),))
+        row = await cur.fetchone()
+        if row is not None and _first(row):
+            await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index.group(1)}")
+    await conn.execute(statement)
+
+
+async def wait_for_schema(url: str, *, required: int = REQUIRED_SCHEMA, wait_s: float,
+                          poll_s: float = 2.0) -> int:
+    """The database's schema version once it is at least `required`; SchemaTooOld after
+    `wait_s` (a pod that starts while the release's migration Job runs waits for it)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        async with await psycopg.AsyncConnection.connect(url, **CONNECTION_KWARGS) as conn:
+            version = await schema_version(conn)
+        if version >= required:
+            return version
+        if time.monotonic() >= deadline:
+            raise SchemaTooOld(
+                f"the database schema is at migration {version}, this version needs "
+                f"{required}: run `agentchat migrate` (the chart's migration hook Job does)")
+        await asyncio.sleep(poll_s)
+
+
+async def migrate_url(url: str, limits: MigrationLimits | None = None) -> int:
     async with await psycopg.AsyncConnection.connect(url, **CONNECTION_KWARGS) as conn:
-        return await migrate(conn)
+        return await migrate(conn, limits)
 
 
 def create_pool(url: str, *, min_size: int = 1, max_size: int = 10,

@@ -2,11 +2,28 @@
 
 Never edit or reorder an applied entry: add a new one. A retired entry becomes "SELECT 1;".
 LangGraph's checkpoint tables are not ours; `AsyncPostgresSaver.setup()` owns them.
+
+An entry is SQL run in one transaction of its own, or `Online` statements run one by one
+outside any transaction (`CREATE INDEX CONCURRENTLY` cannot run in one), each idempotent so a
+retry after a lock timeout resumes where it stopped (agentchat/db.py runs them, with
+`lock_timeout` and `statement_timeout` set). A table that serving pods write to is changed only
+online: an `ALTER TABLE` that needs a brief ACCESS EXCLUSIVE lock, and indexes built
+concurrently.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: list[str] = [
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Online:
+    """Statements run one at a time in autocommit, never inside a transaction."""
+
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: list[str | Online] = [
     # 0: conversations and their turns, messages, tool calls, confirmations and leases.
     """
     CREATE TABLE IF NOT EXISTS conversations (
@@ -245,16 +262,20 @@ MIGRATIONS: list[str] = [
     #   (keep_latest). `compacted_activity_at` is the last_activity_at a thread had when the
     #   pruner last compacted it, so a compacted thread leaves the index until it is used again,
     #   instead of being probed for checkpoints at every run. Expand-only.
-    """
-    ALTER TABLE conversations ADD COLUMN IF NOT EXISTS compacted_activity_at timestamptz;
-    CREATE INDEX IF NOT EXISTS conversations_prune_activity
-        ON conversations (last_activity_at, id);
-    CREATE INDEX IF NOT EXISTS conversations_prune_archived
-        ON conversations (archived_at, id) WHERE is_archived;
-    CREATE INDEX IF NOT EXISTS conversations_prune_uncompacted
-        ON conversations (last_activity_at, id)
-        WHERE compacted_activity_at IS NULL OR compacted_activity_at < last_activity_at;
-    """,
+    #   Online (issue 37): the first form was one transaction with three plain CREATE INDEX,
+    #   which held writes to `conversations` for the whole build and, behind an old pod's
+    #   transaction, crash-looped the upgrade. Same column and indexes, so a database that
+    #   applied the first form is unchanged.
+    Online((
+        "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS compacted_activity_at timestamptz",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_prune_activity"
+        " ON conversations (last_activity_at, id)",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_prune_archived"
+        " ON conversations (archived_at, id) WHERE is_archived",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_prune_uncompacted"
+        " ON conversations (last_activity_at, id)"
+        " WHERE compacted_activity_at IS NULL OR compacted_activity_at < last_activity_at",
+    )),
     # 9: the audit trail (agent/audit/, issue 20). One row per stage of a write or destructive
     # call, hash-chained at insert time: `seq` is the chain's order, `hash` covers every other
     # column and `prev_hash` (agent/audit/chain.py). `audit_head` is the chain's one head row

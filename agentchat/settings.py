@@ -224,6 +224,11 @@ class SharedSettings(BaseSettings):
     # Unset is production (fail closed): `make demo`, the tests and the dev chart profile say
     # "dev" explicitly, so a deployment that forgets the variable never gets the dev shortcuts.
     mode: Literal["dev", "production"] = "production"
+    # Apply pending migrations when a component starts (dev, the demo, the tests). The chart
+    # turns it off: its hook Job runs `agentchat migrate` once per release, and the agent only
+    # checks the schema, waiting up to schema_wait_s for it, then refuses to start.
+    migrate_on_start: bool = True
+    schema_wait_s: float = 120.0
 
     catalog_path: Path = PACKAGE_DATA / "catalog.yaml"
 

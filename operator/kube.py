@@ -1,8 +1,10 @@
 """Secrets and ConfigMaps through the official `kubernetes` client.
 
-The client is synchronous, so calls run in a worker thread. Writes are create-or-merge-patch
-of the `data` map (a 409 on create means someone created it first: patch it instead), and
-are skipped when the stored data already matches, so an unchanged tick writes nothing.
+The client is synchronous, so calls run in a worker thread. Every write is conditional on what
+was read (issue 37): a create when it was absent, a merge patch carrying the resourceVersion
+read otherwise; either answers 409 when someone wrote in between (`Conflict`), so of two
+operators acting at once one writes and the other re-reads and re-plans. A write whose data
+matches what was read is skipped, so an unchanged tick writes nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import kopf
@@ -34,6 +37,18 @@ class KubeError(LocalError):
     def __init__(self, what: str, status: int, reason: str) -> None:
         super().__init__(f"{what}: {status or 'unreachable'} {reason}".strip())
         self.status = status
+
+
+class Conflict(KubeError):
+    """Someone (another operator) wrote the object since it was read: re-read and re-plan."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An object as read: its data and the resourceVersion a write is conditional on."""
+
+    data: dict[str, str]
+    version: str
 
 
 def _load_config() -> client.ApiClient:
@@ -64,60 +79,56 @@ class Kube:
         except Exception as e:  # urllib3 connection errors and the like
             raise KubeError(what, 0, type(e).__name__) from None
 
-    async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
+    async def read(self, kind: str, namespace: str, name: str) -> Seen | None:
+        """A Secret's or ConfigMap's data (decoded) and the resourceVersion read with it."""
+        fn = (self.core.read_namespaced_secret if kind == "Secret"
+              else self.core.read_namespaced_config_map)
         try:
-            obj = await self._call(f"read Secret {namespace}/{name}",
-                                   self.core.read_namespaced_secret, name, namespace)
+            obj = await self._call(f"read {kind} {namespace}/{name}", fn, name, namespace)
         except KubeError as e:
             if e.status == 404:
                 return None
             raise
-        return _unb64(obj.data)
+        data = _unb64(obj.data) if kind == "Secret" else dict(obj.data or {})
+        return Seen(data=data, version=str(obj.metadata.resource_version or ""))
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
+        seen = await self.read("Secret", namespace, name)
+        return None if seen is None else seen.data
 
     async def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        seen = await self.read("ConfigMap", namespace, name)
+        return None if seen is None else seen.data
+
+    async def write(self, owner: dict[str, Any], kind: str, name: str, data: dict[str, str],
+                    part: str, seen: Seen | None) -> bool:
+        """Make the object hold `data`, on condition that it is still as `seen` (None: it did
+        not exist); True when something was written. Someone else's write since: Conflict."""
+        if seen is not None and seen.data == data:
+            return False
+        namespace = owner["metadata"]["namespace"]
+        secret = kind == "Secret"
+        payload = {k: _b64(v) for k, v in data.items()} if secret else dict(data)
+        what = f"write {kind} {namespace}/{name}"
         try:
-            obj = await self._call(f"read ConfigMap {namespace}/{name}",
-                                   self.core.read_namespaced_config_map, name, namespace)
+            if seen is None:
+                body = self._manifest(owner, kind, name, part)
+                body.update(data=payload, **({"type": "Opaque"} if secret else {}))
+                create = (self.core.create_namespaced_secret if secret
+                          else self.core.create_namespaced_config_map)
+                await self._call(what, create, namespace, body)
+            else:
+                patch = (self.core.patch_namespaced_secret if secret
+                         else self.core.patch_namespaced_config_map)
+                # The resourceVersion makes the API server refuse it (409) if anyone wrote
+                # since we read: two operators can never both write.
+                await self._call(what, patch, name, namespace,
+                                 {"metadata": {"resourceVersion": seen.version},
+                                  "data": payload}, _content_type=MERGE_PATCH)
         except KubeError as e:
-            if e.status == 404:
-                return None
+            if e.status == 409:
+                raise Conflict(what, 409, "changed since it was read") from None
             raise
-        return dict(obj.data or {})
-
-    async def apply_secret(self, owner: dict[str, Any], name: str, data: dict[str, str],
-                           part: str) -> bool:
-        """Make the Secret hold `data`; True when something was written."""
-        namespace = owner["metadata"]["namespace"]
-        if await self.read_secret(namespace, name) == data:
-            return False
-        encoded = {k: _b64(v) for k, v in data.items()}
-        body = self._manifest(owner, "Secret", name, part)
-        body.update(type="Opaque", data=encoded)
-        what = f"write Secret {namespace}/{name}"
-        try:
-            await self._call(what, self.core.create_namespaced_secret, namespace, body)
-        except KubeError as e:
-            if e.status != 409:
-                raise
-            await self._call(what, self.core.patch_namespaced_secret, name, namespace,
-                             {"data": encoded}, _content_type=MERGE_PATCH)
-        return True
-
-    async def apply_config_map(self, owner: dict[str, Any], name: str, data: dict[str, str],
-                               part: str) -> bool:
-        namespace = owner["metadata"]["namespace"]
-        if await self.read_config_map(namespace, name) == data:
-            return False
-        body = self._manifest(owner, "ConfigMap", name, part)
-        body.update(data=data)
-        what = f"write ConfigMap {namespace}/{name}"
-        try:
-            await self._call(what, self.core.create_namespaced_config_map, namespace, body)
-        except KubeError as e:
-            if e.status != 409:
-                raise
-            await self._call(what, self.core.patch_namespaced_config_map, name, namespace,
-                             {"data": data}, _content_type=MERGE_PATCH)
         return True
 
     @staticmethod

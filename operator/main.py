@@ -32,8 +32,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 
 @kopf.on.cleanup(id="stop-metrics")
-async def stop_metrics(memo: kopf.Memo, **_: Any) -> None:
-    await handle_cleanup_operator(memo=memo)
+async def stop_metrics(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
+    await handle_cleanup_operator(memo=memo, kopf_settings=settings)
 
 
 @kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.operator_tick_s,

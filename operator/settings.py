@@ -29,6 +29,10 @@ class OperatorSettings(SharedSettings):
     # (the chart's release), so two releases in one namespace never reconcile each other's.
     # Empty: every AgentChat in the namespaces served.
     operator_instance: str = ""
+    # On stop, how long to watch for AgentChats of ours being deleted and release kopf's
+    # finalizer on them (an uninstall without its hook deletes the AgentChat and the operator
+    # together). 0: never.
+    operator_release_on_stop_s: float = Field(default=3.0, ge=0)
     # Retries after a failure: base * 2**retry, capped.
     operator_backoff_base_s: float = Field(default=2.0, gt=0)
     operator_backoff_max_s: float = Field(default=300.0, gt=0)

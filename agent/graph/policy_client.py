@@ -17,12 +17,14 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from agentchat.agent.audit.chain import args_digest
 from agentchat.agent.graph.service_token import ServiceTokenProvider
-from agentchat.agent.metrics import POLICY_DECISIONS, POLICY_LATENCY
+from agentchat.agent.metrics import POLICY_DECISIONS, POLICY_LATENCY, SERVICE_TOKEN_REFUSED
 from agentchat.catalog import Tool
 from agentchat.errors import AgentChatError, ErrorCode
 
 TRACER = trace.get_tracer("agentchat.agent")
-# POLICY_DECISIONS' outcomes: the sidecar's decisions by their short names.
+# POLICY_DECISIONS' outcomes: the sidecar's decisions by their short names. A refused user
+# token is the sidecar's deny (the user's); a refused service token is POLICY_UNAVAILABLE and
+# counts as unavailable (ours: no tool can run, the sidecar-unavailable alert must see it).
 OUTCOMES = {"allow": "allow", "allow_with_confirmation": "confirm", "deny": "deny"}
 FAILED_OUTCOMES = {ErrorCode.POLICY_UNAVAILABLE: "unavailable", ErrorCode.UNAUTHORIZED: "deny"}
 
@@ -85,9 +87,14 @@ class PolicyClient:
             except httpx.HTTPError:
                 raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
                                      "the policy service did not answer in time") from None
-            if resp.status_code == 401 and attempt == 1:
-                self.tokens.invalidate()  # a rotation: re-read the token and try once more
-                continue
+            if resp.status_code == 401:
+                if attempt == 1:
+                    self.tokens.invalidate()  # a rotation: re-read the token, try once more
+                    continue
+                # Our own token is refused (expired: no operator renewed it): an outage.
+                SERVICE_TOKEN_REFUSED.inc()
+                raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
+                                     "the policy service refused the service token")
             if resp.status_code in (400, 413, 422):
                 raise AgentChatError(ErrorCode.INVALID_REQUEST,
                                      "the tool call was refused as malformed")

@@ -1,9 +1,13 @@
 """Keys and token for one AgentChat: publish the JWKS, rotate the ring, renew the token.
 
-Order matters (docs/protocol.md §8): the public JWKS (Secret for pods, ConfigMap for ss-tools) is
-written from the planned ring *before* the private ring, and the token is minted last, with a
-key that is already published. A failure at any step leaves a JWKS that still holds every
-key that can sign or has live tokens; the retry recomputes the plan from the stored ring.
+One writer (issue 37): every object is read with its resourceVersion (the JWKS first, then the
+ring and the token) and written on condition that it is unchanged; the ring is written first,
+so of two operators acting at once exactly one stores its plan, and the other meets a
+Conflict, re-reads and re-plans from the stored ring. The public JWKS (Secret for pods,
+ConfigMap for ss-tools) is written next, and the token is minted last, only once the JWKS
+holding its key is published. A next key that a failure left unpublished starts its
+pre-publication again when it is published, so no key signs before it has been published for
+`prePublicationSeconds` (docs/protocol.md §8).
 
 A spec the operator cannot act on never stops this work: the last spec that was good
 (`status.lastGoodSpec`) keeps the keys rotating and the token renewed, and the error is the
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -27,7 +32,7 @@ from agentchat.errors import LocalError
 from agentchat.keys import KeyRing, sign_service_token
 from agentchat.operator import constants as c
 from agentchat.operator import metrics
-from agentchat.operator.kube import Kube, KubeError, as_body
+from agentchat.operator.kube import Conflict, Kube, KubeError, Seen, as_body
 from agentchat.operator.rotation import (
     Plan,
     RotationPolicy,
@@ -49,6 +54,11 @@ from agentchat.operator.tokens import read_claims, renewal_reason
 
 EVENT_REASONS = {"created": "KeyCreated", "published": "KeyPublished",
                  "promoted": "KeyRotated", "retired": "KeyRetired"}
+
+
+# Conflicts (another operator wrote since this one read) re-planned in one pass before kopf's
+# own retry takes over.
+CONFLICT_ATTEMPTS = 3
 
 
 class CorruptRing(LocalError):
@@ -103,6 +113,20 @@ def _token_alive(token: str | None, now: float) -> bool:
 async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
                      spec: AgentChatSpec, settings: OperatorSettings, kube: Kube,
                      now: float, spec_valid: dict[str, Any]) -> None:
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            await _pass(body, patch, status, spec, settings, kube, time.time() if attempt > 1
+                        else now, spec_valid)
+            return
+        except Conflict:
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+            metrics.FAILURES.labels(metrics.resource(body), "keys", "Conflict").inc()
+
+
+async def _pass(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
+                spec: AgentChatSpec, settings: OperatorSettings, kube: Kube,
+                now: float, spec_valid: dict[str, Any]) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     names = Names(name, spec.names)
     owner = dict(body)
@@ -112,11 +136,16 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
         overlap_s=spec.overlap_s(settings.jwt_leeway_s),
     )
 
-    stored = await kube.read_secret(namespace, names.signing_keys)
+    # The JWKS first: what it lists is at least what the ring read after it had published.
+    jwks_seen = await kube.read("Secret", namespace, names.jwks_secret)
+    cm_seen = await kube.read("ConfigMap", namespace, names.jwks_config_map)
+    ring_seen = await kube.read("Secret", namespace, names.signing_keys)
+    token_seen = await kube.read("Secret", namespace, names.service_token)
+    stored = None if ring_seen is None else ring_seen.data
     ring = _parse_ring(stored, names.signing_keys)
     retained = _retained(stored, now)
-    token_data = await kube.read_secret(namespace, names.service_token)
-    token = (token_data or {}).get(c.TOKEN_KEY)
+    ring, restaged = _restage_unpublished(ring, jwks_seen, now)
+    token = (token_seen.data if token_seen else {}).get(c.TOKEN_KEY)
     recovered = 0
     if ring is None and _token_alive(token, now):
         old = await _published_keys(kube, namespace, names)
@@ -139,13 +168,14 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
     known = {k["kid"] for k in jwks_doc["keys"]}
     jwks_doc["keys"] += [r["jwk"] for r in retained if r["jwk"].get("kid") not in known]
     jwks = json.dumps(jwks_doc, indent=2)
-    await kube.apply_secret(owner, names.jwks_secret, {c.JWKS_KEY: jwks}, "jwks")
-    await kube.apply_config_map(owner, names.jwks_config_map, {c.JWKS_KEY: jwks}, "jwks")
-    if plan.changed:
+    if plan.changed or restaged:
         data = {c.RING_KEY: plan.ring.to_json()}
         if retained:
             data[c.RETAINED_KEY] = json.dumps(retained)
-        await kube.apply_secret(owner, names.signing_keys, data, "signing-keys")
+        await kube.write(owner, "Secret", names.signing_keys, data, "signing-keys", ring_seen)
+    await kube.write(owner, "Secret", names.jwks_secret, {c.JWKS_KEY: jwks}, "jwks", jwks_seen)
+    await kube.write(owner, "ConfigMap", names.jwks_config_map, {c.JWKS_KEY: jwks}, "jwks",
+                     cm_seen)
     if recovered:
         kopf.warn(as_body(owner), reason="RingRecreated",
                   message=f"Secret {names.signing_keys} was missing: published next key "
@@ -167,8 +197,8 @@ async def _reconcile(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
             subject=spec.service_token.subject, lifetime_s=spec.service_token.lifetime_seconds,
             now=now,
         )
-        await kube.apply_secret(owner, names.service_token, {c.TOKEN_KEY: token},
-                                "service-token")
+        await kube.write(owner, "Secret", names.service_token, {c.TOKEN_KEY: token},
+                         "service-token", token_seen)
     assert token is not None
     header, claims = read_claims(token) or ({}, {})
     refresh_at = claims["exp"] - spec.service_token.refresh_margin_seconds
@@ -197,6 +227,24 @@ async def _published_keys(kube: Kube, namespace: str, names: Names) -> list[dict
         if keys:
             return keys
     return []
+
+
+def _restage_unpublished(ring: KeyRing | None, jwks: Seen | None,
+                         now: float) -> tuple[KeyRing | None, bool]:
+    """Next keys the JWKS Secret does not list yet (a pass stored the ring and stopped before
+    publishing) start their pre-publication now: it counts from publication."""
+    if ring is None:
+        return ring, False
+    try:
+        listed = {k.get("kid") for k in json.loads(
+            (jwks.data if jwks else {}).get(c.JWKS_KEY) or "{}").get("keys") or []}
+    except (ValueError, AttributeError):
+        listed = set()
+    late = [k for k in ring.by_stage("next") if k.kid not in listed]
+    if not late:
+        return ring, False
+    keys = tuple(replace(k, stage_since=now) if k in late else k for k in ring.keys)
+    return KeyRing(keys=keys), True
 
 
 def _retained(stored: dict[str, str] | None, now: float) -> list[dict[str, Any]]:

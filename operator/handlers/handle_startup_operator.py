@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 
@@ -10,6 +11,7 @@ import kopf
 from agentchat.operator import metrics
 from agentchat.operator.kube import Kube
 from agentchat.operator.settings import OperatorSettings
+from agentchat.operator.uninstall import release_deleting
 
 log = logging.getLogger("agentchat.operator")
 
@@ -36,7 +38,21 @@ async def handle_startup_operator(*, kopf_settings: kopf.OperatorSettings, memo:
         log.error("no metrics server on port %d: %s", settings.operator_metrics_port, e)
 
 
-async def handle_cleanup_operator(*, memo: kopf.Memo) -> None:
+async def handle_cleanup_operator(*, memo: kopf.Memo, kopf_settings: kopf.OperatorSettings
+                                  ) -> None:
+    settings: OperatorSettings | None = memo.get("settings")
+    if settings is not None and settings.operator_release_on_stop_s > 0:
+        # An AgentChat deleted while no operator will run again (an uninstall without its
+        # hook, a namespace deleted) must not stay Terminating on our finalizer.
+        try:
+            released = await asyncio.to_thread(
+                release_deleting, settings.operator_namespaces, settings.operator_instance,
+                kopf_settings.persistence.finalizer, watch_s=settings.operator_release_on_stop_s)
+        except Exception as e:  # the API gone, RBAC deleted first: stop anyway
+            log.warning("could not release finalizers on stop: %s", type(e).__name__)
+        else:
+            for name in released:
+                log.info("AgentChat %s is being deleted: released its finalizer", name)
     server = memo.get("metrics_server")
     if server is not None:
         server.shutdown()

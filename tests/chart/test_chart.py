@@ -11,7 +11,6 @@ import pytest
 from kubernetes_validate import utils as kv
 
 from testkit.chart import (
-    CHART,
     OLDEST,
     OLDEST_NATIVE,
     by_kind,
@@ -131,11 +130,11 @@ def _unknown_fields(value: Any, schema: dict[str, Any], path: str = "spec") -> l
 
 
 def test_crd_is_only_in_crds_folder() -> None:
-    """Helm installs crds/ before anything else and never deletes it; a CRD in templates/ would
-    be deleted (with every AgentChat) on uninstall."""
+    """Helm installs crds/ before anything else and never deletes it. The templated copies
+    (crds.install, issue 37) are opt-in and carry helm.sh/resource-policy: keep, so uninstall
+    never deletes them with every AgentChat (test_chart_upgrade.py)."""
     for docs in (render(files) for files in MATRIX.values()):
         assert by_kind(docs, "CustomResourceDefinition") == []
-    assert not list((CHART / "templates").rglob("*crd*"))
 
 
 def test_service_monitor_is_well_formed() -> None:

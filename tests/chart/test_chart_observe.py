@@ -11,37 +11,24 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from testkit.chart import CHART, ROOT, HelmError, by_kind, one, render
+from testkit.chart import CHART, HelmError, by_kind, one, render
 from testkit.monitoring import (
     catalogue,
     dashboard_exprs,
     names_in,
     panels,
+    run_promtool,
 )
 
 MONITORING = [CHART / "ci" / "monitoring-values.yaml"]
 # Grafana 12's classic dashboard model (what the Grafana sidecar provisions).
 SCHEMA_VERSION = 42
 NAMESPACE = "agentchat"
-
-
-@functools.cache
-def promtool() -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "ensure_promtool.py")],
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"tools/ensure_promtool.py failed: {done.stderr[-2000:]}"
-    return done.stdout.strip().splitlines()[-1]
-
-
-def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool(), *args], capture_output=True, text=True, check=False)
 
 
 @functools.cache
@@ -66,6 +53,7 @@ def test_rules_pass_promtool(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert set(_alerts()) == {
         "AgentChatPolicySidecarUnavailable", "AgentChatTurnErrorRate",
+        "AgentChatServiceTokenExpiring", "AgentChatServiceTokenRefused",
         "AgentChatCardsExpiringUnanswered", "AgentChatTimeToFirstTokenHigh",
         "AgentChatTokenRenewalOverdue", "AgentChatKeyRotationOverdue",
         "AgentChatOperatorFailing", "AgentChatOperatorMetricsAbsent", "AgentChatPruningFailing"}

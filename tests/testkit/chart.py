@@ -134,3 +134,29 @@ def crd() -> dict[str, Any] | None:
     if not CRD.exists():
         return None
     return yaml.safe_load(CRD.read_text())
+
+
+# What a chart version stands for: every file Helm packages that shapes what it installs
+# (templates, values, schema, CRDs, files/, Chart.yaml but its own version), not ci/ or the
+# README. tests/chart/released_charts.json records it per version.
+RELEASES = ROOT / "tests" / "chart" / "released_charts.json"
+
+
+def chart_digest(chart: Path = CHART) -> str:
+    import hashlib
+    import re
+
+    h = hashlib.sha256()
+    for path in sorted(p for p in chart.rglob("*") if p.is_file()):
+        rel = path.relative_to(chart).as_posix()
+        if rel.startswith("ci/") or rel == "README.md":
+            continue
+        data = path.read_bytes()
+        if rel == "Chart.yaml":
+            data = re.sub(rb"(?m)^(version|appVersion):.*\n", b"", data)
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def chart_version(chart: Path = CHART) -> str:
+    return str(yaml.safe_load((chart / "Chart.yaml").read_text())["version"])

@@ -13,7 +13,14 @@ and delete from memory. What it leaves out and this module adds:
   the chart runs it) asks for and kmock 0.8's path parser crashes on: answered here with
   NAMESPACES.
 
-Limits (kmock 0.8): set the consistency timeout to 0 (resourceVersions never change on patch).
+- optimistic concurrency on Secrets and ConfigMaps: every patch gets a new `resourceVersion`,
+  and one that carries `metadata.resourceVersion` is refused with 409 Conflict unless it is the
+  stored one (the operator's conditional writes, issue 37). Writes are serialized so that the
+  check holds.
+
+Limits (kmock 0.8): custom resources keep kmock's own behaviour (resourceVersions never change
+on patch: kopf's timers stop seeing spec changes when they do), so kopf's consistency timeout
+is 0 in the tests.
 """
 
 from __future__ import annotations
@@ -73,6 +80,14 @@ def _emulator_class() -> type:
 
     counter = itertools.count(1)
 
+    class Conflict(kmock.KubernetesError):  # type: ignore[misc]
+        status = 409
+        reason = "Conflict"
+        message = ("Operation cannot be fulfilled: the object has been modified; please apply "
+                   "your changes to the latest version and try again")
+
+    writes = asyncio.Lock()
+
     class Emulator(KubernetesEmulator):  # type: ignore[misc]
         async def __call__(self, raw_request: Any) -> Any:
             if raw_request.path.rstrip("/") == "/api/v1/namespaces":
@@ -88,7 +103,19 @@ def _emulator_class() -> type:
                 meta.setdefault("resourceVersion", str(next(counter)))
                 meta.setdefault("creationTimestamp",
                                 dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
-            return await super()._handle(request)
+            if request.action != kmock.action.UPDATE or not isinstance(request.data, dict) \
+                    or request.resource.plural not in ("secrets", "configmaps"):
+                return await super()._handle(request)
+            async with writes:  # the check and the write as one step
+                key = (request.resource, request.namespace, request.name)
+                stored = self._objects[key] if key in self._objects else None
+                meta = request.data.setdefault("metadata", {})
+                wanted = meta.get("resourceVersion")
+                if stored is not None and not stored.deleted and wanted is not None and \
+                        wanted != (stored.get("metadata") or {}).get("resourceVersion"):
+                    raise Conflict()
+                meta["resourceVersion"] = str(next(counter))
+                return await super()._handle(request)
 
     return Emulator
 

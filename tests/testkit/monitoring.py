@@ -8,13 +8,16 @@ query is checked against what a component really serves.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import subprocess
+import sys
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from testkit.chart import CHART
+from testkit.chart import CHART, ROOT
 
 DASHBOARD = CHART / "files" / "monitoring" / "dashboard.json"
 RULES_TEMPLATE = CHART / "templates" / "monitoring" / "prometheusrule.yaml"
@@ -97,3 +100,16 @@ def exposed(text: str) -> set[str]:
         elif line and not line.startswith("#"):
             names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
     return names
+
+
+@functools.cache
+def promtool() -> str:
+    """Debian's promtool, from tools/ensure_promtool.py."""
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "ensure_promtool.py")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"tools/ensure_promtool.py failed: {done.stderr[-2000:]}"
+    return done.stdout.strip().splitlines()[-1]
+
+
+def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool(), *args], capture_output=True, text=True, check=False)

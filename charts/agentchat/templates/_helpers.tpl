@@ -320,3 +320,57 @@ nginx.ingress.kubernetes.io/session-cookie-name: "agentchat-affinity"
 nginx.ingress.kubernetes.io/session-cookie-path: "/api"
 {{- end }}
 {{- end }}
+
+{{/*
+agentchat.crdServed: "true" when an object of `api` ("group/version/Kind") can be created in
+this release: the API serves it, or this is an install that applies crds/ first. On an
+upgrade without it (Helm applies crds/ on install only) the chart fails with the one command
+that fixes it, unless crds.install renders the CRDs in this release: then the object waits
+for the next upgrade (a CRD and its objects cannot be created in one release).
+Call with (dict "ctx" $ "api" "kopf.dev/v1/KopfPeering").
+*/}}
+{{- define "agentchat.crdServed" -}}
+{{- $ctx := .ctx }}
+{{- $install := dig "crds" "install" false ($ctx.Values | merge dict) }}
+{{- if $ctx.Capabilities.APIVersions.Has .api }}true
+{{- else if and $ctx.Release.IsInstall (not $install) }}true
+{{- else if not $install }}
+{{- fail (printf "%s: the cluster does not serve this CRD (Helm applies the chart's crds/ on install, never on upgrade). Apply them once: helm show crds agentchat --version %s | kubectl apply --server-side -f -   (or set crds.install=true; README, Upgrading)" .api $ctx.Chart.Version) }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.migrateHook: when the migration Job runs. Its DSN must exist first: an existing
+Secret does before install; the chart's own Secret only after it.
+*/}}
+{{- define "agentchat.migrateHook" -}}
+{{- if .Values.database.existingSecret }}pre-install,pre-upgrade{{ else }}post-install,pre-upgrade{{ end }}
+{{- end }}
+
+{{/*
+agentchat.egressRule: one egress rule from a values target {to: [...], ports: [...]}; no
+peers: any address on those ports. Call with (dict "target" $t "protocol" "TCP").
+*/}}
+{{- define "agentchat.egressRule" -}}
+- {{- with .target.to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  ports:
+    {{- range .target.ports }}
+    - {port: {{ . }}, protocol: TCP}
+    {{- end }}
+{{- end }}
+
+{{/*
+agentchat.dnsRule: DNS (53 over UDP and TCP) to the configured peers.
+*/}}
+{{- define "agentchat.dnsRule" -}}
+- {{- with .to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  ports:
+    - {port: 53, protocol: UDP}
+    - {port: 53, protocol: TCP}
+{{- end }}

@@ -1,0 +1,173 @@
+"""Upgrades as a tested path (issue 37 item 1), through the real helm.
+
+- The chart's version is SemVer and moves whenever what it installs changes (a digest per
+  released version in released_charts.json; refresh it with the bump).
+- The last release's values (ci/previous-values.yaml) render the current chart alone, as
+  `--reuse-values` carries them (the chart's own values.yaml replaced), and over the new
+  defaults, as `--reset-then-reuse-values` does (the matrix's `previous` case).
+- Objects of a CRD render only where the API serves it; an upgrade without it fails with the
+  command that fixes it; `crds.install` carries the CRDs in the release, kept on uninstall.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_validate import utils as kv
+
+from testkit.chart import (
+    CHART,
+    OLDEST_NATIVE,
+    RELEASES,
+    ROOT,
+    HelmError,
+    by_kind,
+    chart_digest,
+    chart_version,
+    one,
+    run_helm,
+)
+
+PREVIOUS = CHART / "ci" / "previous-values.yaml"
+DEFAULT = CHART / "ci" / "default-values.yaml"
+APIS = ["kopf.dev/v1/KopfPeering", "agentchat.sstools.io/v1/AgentChat"]
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$")
+
+
+def _template(chart: Path, *args: str, upgrade: bool = False,
+              apis: list[str] | None = None) -> list[dict[str, Any]]:
+    flags = ["--is-upgrade"] if upgrade else []
+    for api in apis or []:
+        flags += ["--api-versions", api]
+    out = run_helm("template", "t", str(chart), "--namespace", "agentchat",
+                   "--kube-version", OLDEST_NATIVE, *flags, *args)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("-")[0].split("."))
+
+
+def test_the_version_is_semver_and_moves_with_the_chart() -> None:
+    released = json.loads(RELEASES.read_text())
+    version = chart_version()
+    assert SEMVER.match(version), version
+    assert version in released, (
+        f"Chart.yaml's version {version} has no recorded digest: record "
+        f'"{version}": "{chart_digest()}" in {RELEASES.relative_to(ROOT)}')
+    assert released[version] == chart_digest(), (
+        f"the chart changed since {version} was recorded: bump Chart.yaml's version (SemVer) "
+        f"and record its digest {chart_digest()}")
+    assert len(set(released.values())) == len(released), "two versions with the same chart"
+    assert max(released, key=_key) == version, "the current version must be the newest"
+
+
+def test_a_changed_template_changes_the_digest(tmp_path: Path) -> None:
+    copy = tmp_path / "agentchat"
+    shutil.copytree(CHART, copy)
+    before = chart_digest(copy)
+    pdb = copy / "templates" / "agent" / "pdb.yaml"
+    pdb.write_text(pdb.read_text().replace("maxUnavailable:", "minAvailable:"))
+    assert chart_digest(copy) != before
+    (copy / "ci" / "extra-values.yaml").write_text("{}\n")  # ci/ is not the chart
+    readme = copy / "README.md"
+    readme.write_text(readme.read_text() + "\nmore\n")
+    assert chart_digest(copy) == chart_digest(copy)
+
+
+def _validate(docs: list[dict[str, Any]]) -> list[str]:
+    errors = []
+    for doc in docs:
+        if doc["kind"] in {"AgentChat", "KopfPeering", "ServiceMonitor", "PrometheusRule"}:
+            continue
+        try:
+            kv.validate(doc, OLDEST_NATIVE, strict=True)
+        except kv.ValidationError as e:
+            errors.append(f"{doc['kind']}/{doc['metadata']['name']}: {e.message}")
+    return errors
+
+
+@pytest.mark.parametrize("dropped", [[], [["ui"], ["ssTools", "jwksReader"]]],
+                         ids=["last-release", "before-the-page-and-jwks-reader"])
+def test_reuse_values_of_the_last_release_render(tmp_path: Path,
+                                                 dropped: list[list[str]]) -> None:
+    """`helm upgrade --reuse-values`: the previous release's values are all the chart gets
+    (also those of a release older still, without `ui` and `ssTools.jwksReader`)."""
+    copy = tmp_path / "agentchat"
+    shutil.copytree(CHART, copy)
+    values = yaml.safe_load(PREVIOUS.read_text())
+    for path in dropped:
+        node = values
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+    (copy / "values.yaml").write_text(yaml.safe_dump(values))
+    docs = _template(copy, upgrade=True, apis=APIS)
+    assert _validate(docs) == []
+    hook = one(docs, "Job", "-uninstall")["spec"]["template"]["spec"]["containers"][0]
+    assert hook["args"][hook["args"].index("--wait") + 1] == "60"
+    # What the new chart adds works on old values: the migration Job, both PDBs, the spread.
+    assert one(docs, "Job", "-migrate")
+    assert one(docs, "PodDisruptionBudget", "-operator")["spec"]["maxUnavailable"] == 1
+    assert one(docs, "PodDisruptionBudget", "-agent")["spec"][
+        "unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    env = one(docs, "ConfigMap", "-env")["data"]
+    assert env["AGENTCHAT_MIGRATE_ON_START"] == "false"
+    assert env["AGENTCHAT_AGENT_UI_ENABLED"] == "false"
+    assert one(docs, "KopfPeering")
+
+
+def test_reset_then_reuse_values_keep_the_users_values_over_new_defaults() -> None:
+    docs = _template(CHART, "-f", str(PREVIOUS), upgrade=True, apis=APIS)
+    assert _validate(docs) == []
+    deploy = one(docs, "Deployment", "-agent")
+    env_from = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {
+        "name": "agentchat-db", "key": "database-url"}}} in env_from
+
+
+def test_an_upgrade_without_the_peering_crd_fails_with_the_fix() -> None:
+    with pytest.raises(HelmError) as refused:
+        _template(CHART, "-f", str(DEFAULT), upgrade=True)
+    message = str(refused.value)
+    assert "kopf.dev/v1/KopfPeering" in message or "AgentChat" in message
+    assert (f"helm show crds agentchat --version {chart_version()} | "
+            "kubectl apply --server-side -f -") in message
+    # The cluster serving both: the objects render; an install applies crds/ first.
+    for docs in (_template(CHART, "-f", str(DEFAULT), upgrade=True, apis=APIS),
+                 _template(CHART, "-f", str(DEFAULT))):
+        assert one(docs, "KopfPeering") and one(docs, "AgentChat")
+        assert not by_kind(docs, "CustomResourceDefinition")
+
+
+def test_crds_install_carries_the_crds_kept_on_uninstall() -> None:
+    docs = _template(CHART, "-f", str(DEFAULT), "--set", "crds.install=true", upgrade=True)
+    crds = {d["metadata"]["name"]: d for d in by_kind(docs, "CustomResourceDefinition")}
+    assert set(crds) == {"agentchats.agentchat.sstools.io", "kopfpeerings.kopf.dev"}
+    for name, crd in crds.items():
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        shipped = next(yaml.safe_load(p.read_text()) for p in (CHART / "crds").glob("*.yaml")
+                       if yaml.safe_load(p.read_text())["metadata"]["name"] == name)
+        assert crd["spec"] == shipped["spec"]
+    assert _validate(docs) == []
+    # Not served yet: their objects wait for the next upgrade instead of failing this one.
+    assert not by_kind(docs, "KopfPeering") and not by_kind(docs, "AgentChat")
+    served = _template(CHART, "-f", str(DEFAULT), "--set", "crds.install=true",
+                       upgrade=True, apis=APIS)
+    assert one(served, "KopfPeering") and one(served, "AgentChat")
+
+
+def test_docs_recommend_reset_then_reuse_values() -> None:
+    for path in (ROOT / "README.md", CHART / "README.md", CHART / "templates" / "NOTES.txt"):
+        commands = [line for line in path.read_text().splitlines() if "helm upgrade" in line
+                    and "reuse-values" in line]
+        assert commands, path
+        for line in commands:  # every upgrade command shown keeps the new defaults
+            assert re.sub(r"--reset-then-reuse-values", "", line).count("--reuse-values") == 0, \
+                (path, line)
