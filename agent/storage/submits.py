@@ -144,6 +144,21 @@ def _opened(row: Row | None) -> Opened:
                   started=bool(row.get("started")))
 
 
+@asynccontextmanager
+async def _locked(db: Db, conversation_id: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection for a transaction the caller begins (BEGIN, then the conversation's LOCK)
+    and commits; on any error it is rolled back, so no pooled connection keeps one open."""
+    if not storable_id(conversation_id):
+        raise not_found()
+    async with connection(db) as conn:
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+            raise
+
+
 def _lock_params(conversation_id: str) -> dict[str, Any]:
     return {"ns": CONVERSATION_LOCK_NS, "key": conversation_lock_key(conversation_id)}
 
@@ -164,25 +179,19 @@ async def begin_message(db: Db, *, conversation_id: str, owner: str, tab: str, l
                         last_settled: bool = False) -> Opened:
     """A message on an existing conversation: its turn and user message stored when nothing
     stands in the way (`Opened.started`), in one transaction and one round trip."""
-    if not storable_id(conversation_id):
-        raise not_found()
     params = {"id": conversation_id, "owner": owner, "tab": tab, "secs": lease_s,
               "replica": replica, "lost_s": lost_s, "turn_id": turn_id,
               "plan": json.dumps(plan), "message_id": message_id, "content": content,
               "title": title, "last_settled": last_settled}
-    async with connection(db) as conn:
-        try:
-            # One round trip: the pipeline sends all four and syncs once, at its end.
-            async with conn.pipeline():
-                await conn.execute("BEGIN")
-                await conn.execute(LOCK, _lock_params(conversation_id))
-                cur = await conn.execute(OPEN_AND_START, params)
-                await conn.execute("COMMIT")
-            row = await cur.fetchone()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await conn.execute("ROLLBACK")  # no transaction left open on a pooled one
-            raise
+    async with _locked(db, conversation_id) as conn:
+        # One round trip: the pipeline sends BEGIN, the lock, the statement and the COMMIT,
+        # and syncs once, at its end.
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            await conn.execute(LOCK, _lock_params(conversation_id))
+            cur = await conn.execute(OPEN_AND_START, params)
+            await conn.execute("COMMIT")
+        row = await cur.fetchone()
     return _opened(row)
 
 
@@ -206,23 +215,16 @@ async def open_for_action(db: Db, *, conversation_id: str, owner: str, tab: str,
     """A card's answer or a retry: the conversation opened under its lock (BEGIN, the lock and
     OPEN in one round trip), in a transaction the block goes on with; when the block ends, its
     `then` statements and the COMMIT go in one more (an error rolls it all back)."""
-    if not storable_id(conversation_id):
-        raise not_found()
     params = {"id": conversation_id, "owner": owner, "tab": tab, "secs": lease_s,
               "replica": replica, "lost_s": lost_s}
-    async with connection(db) as conn:
-        try:
-            async with conn.pipeline():
-                await conn.execute("BEGIN")
-                await conn.execute(LOCK, _lock_params(conversation_id))
-                cur = await conn.execute(OPEN, params)
-            action = Action(conn, _opened(await cur.fetchone()))
-            yield action
-            async with conn.pipeline():
-                for sql, values in action.tail:
-                    await conn.execute(sql, values)
-                await conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await conn.execute("ROLLBACK")
-            raise
+    async with _locked(db, conversation_id) as conn:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            await conn.execute(LOCK, _lock_params(conversation_id))
+            cur = await conn.execute(OPEN, params)
+        action = Action(conn, _opened(await cur.fetchone()))
+        yield action
+        async with conn.pipeline():
+            for sql, values in action.tail:
+                await conn.execute(sql, values)
+            await conn.execute("COMMIT")
