@@ -67,9 +67,7 @@ class Chat:
                 req.attached = await file_text(self.settings, req.files, principal.sub)
             turn, early = await self._start(req, principal)
             slot.hold(turn.task)  # the run slot is freed when the turn's task ends
-            run = self.hub.start(turn, req.action or "message", early)
-            run.stop = turn.task.cancel if turn.task is not None else None
-            return run
+            return self.hub.start(turn, req.action or "message", early)
         finally:
             slot.release_unless_held()  # the submit failed before a turn took it
 

@@ -183,7 +183,8 @@ class RunHub:
         turn's, coalesced."""
         run = Run(run_id=str(uuid.uuid4()), conversation_id=turn.conversation_id,
                   turn_id=turn.turn_id, tab_id=turn.tab, kind=kind,
-                  max_events=self.settings.run_events_max)
+                  max_events=self.settings.run_events_max,
+                  stop=turn.task.cancel if turn.task is not None else None)
         self.live[run.run_id] = run
 
         def add(event: dict[str, Any]) -> None:

@@ -2,21 +2,20 @@
 submits a minute (RATE_LIMITED, retryable); `PerMinute` is also the REST writes' and the
 uploads' window.
 
-`run_chat` asks right after the token is verified and before the conversation is opened, so a
-limited submit runs nothing and stores nothing. A submit counts when it is admitted (a refused
-one does not extend the wait); its run slot is held until the turn's task ends (the run goes
-on after a dropped connection, so it still counts), or released at once when the submit
-failed before a turn started. A join holds a stream slot while it follows (its generator's
-end, a cancel or a dropped connection frees it): without one, a user could hold hundreds of a
-replica's streams by joining their own run.
-
-The counters live in this process, so the limits are **per replica**: with N agent replicas a
-user can have up to N times as many (the ingress spreads sessions). That is acceptable because
-the limits are a guard against one user (or one stolen token) monopolising a replica's model
-calls, database connections and event loop, not a quota: each replica protects itself whatever
-the others do, and the cap stays bounded by the chart's replica count. Shared counters in
-PostgreSQL would cost a round trip (and a write) on every submit for no extra protection of
-any one replica; a global quota, if ever needed, belongs at the ingress or the API gateway.
+`Chat.submit` (chat/facade.py) asks right after the token is verified, before anything is
+stored, so a limited submit runs nothing and stores nothing. A submit counts when it is
+admitted (a refused one does not extend the wait); its run slot is held until the turn's task
+ends (the run goes on after a dropped connection, so it still counts), or released at once when
+the submit failed before a turn started. A join holds a stream slot while it follows (its
+generator's end, a cancel or a dropped connection frees it): without one, a user could hold
+hundreds of a replica's streams by joining their own run. The counters live in this process, so
+the limits are **per replica**: with N agent replicas a user can have up to N times as many
+(the ingress spreads sessions). That is acceptable because the limits are a guard against one
+user (or one stolen token) monopolising a replica's model calls, database connections and event
+loop, not a quota: each replica protects itself whatever the others do, and the cap stays
+bounded by the chart's replica count. Shared counters in PostgreSQL would cost a round trip
+(and a write) on every submit for no extra protection of any one replica; a global quota, if
+ever needed, belongs at the ingress or the API gateway.
 """
 
 from __future__ import annotations
@@ -134,7 +133,7 @@ class UserLimits:
 @dataclass
 class RunSlot:
     """One admitted submit's run slot (or a join's stream slot): `hold(task)` keeps it until
-    the task ends; `release_unless_held()` (in run_chat's finally) frees a slot no turn took."""
+    the task ends; `release_unless_held()` (in Chat.submit's finally) frees a slot no turn took."""
 
     limits: UserLimits
     sub: str

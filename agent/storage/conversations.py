@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from agentchat.agent.storage.db import Db, Row, connection, execute, fetch_all, fetch_one, not_found
+from agentchat.agent.storage.db import Db, Row, connection, fetch_all, fetch_one, not_found
 from agentchat.db import conversation_lock
 
 # Titles come from the first user message, cut to this many characters (a conversation
@@ -42,8 +42,6 @@ UPDATE conversations c SET is_archived = false, archived_at = NULL
  WHERE c.id = %(id)s AND c.owner = %(owner)s
 RETURNING {COLUMNS}
 """
-# The turn's own writes: on the id open_conversation returned for its owner.
-SET_TITLE_IF_EMPTY = "UPDATE conversations SET title = %(title)s WHERE id = %(id)s AND title = ''"
 
 # The list is assembled from these fixed fragments (never from input), newest activity first
 # on the (owner, last_activity_at DESC, id DESC) indexes; the live-only form matches the
@@ -112,11 +110,6 @@ async def _owned_locked(db: Db, sql: str, *, owner: str, conversation_id: str) -
         raise not_found()
     async with connection(db) as conn, conversation_lock(conn, conversation_id):
         return await _owned(conn, sql, owner=owner, conversation_id=conversation_id)
-
-
-async def set_title_if_empty(db: Db, conversation_id: str, text: str) -> None:
-    """Name an untitled conversation after this user message."""
-    await execute(db, SET_TITLE_IF_EMPTY, {"id": conversation_id, "title": title_from(text)})
 
 
 def list_query(*, searching: bool, include_archived: bool, after: bool) -> str:

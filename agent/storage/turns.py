@@ -45,13 +45,6 @@ calls AS (
     RETURNING c.call_id)
 SELECT (SELECT count(*) FROM orphans) AS turns, (SELECT count(*) FROM calls) AS calls
 """
-LAST_TURN = """
-SELECT t.*, m.id AS user_message_id, m.content AS user_text
-  FROM turns t JOIN messages m ON m.turn_id = t.id AND m.role = 'user'
- WHERE t.conversation_id = %(id)s ORDER BY t.started_at DESC, m.pos DESC LIMIT 1
-"""
-
-
 async def start_turn(db: Db, turn_id: str, conversation_id: str,
                      plan: dict[str, Any] | None = None) -> None:
     """`plan`: what the turn offers the model (tools, env_id, uicontext), kept for resumes."""
@@ -99,11 +92,6 @@ async def resume_turn(db: Db, turn_id: str) -> None:
 async def sweep_orphans(db: Db, live: list[str], grace_s: float) -> Row:
     row = await fetch_one(db, SWEEP_ORPHANS, {"live": live, "grace": grace_s})
     return row or {"turns": 0, "calls": 0}
-
-
-async def last_turn(db: Db, conversation_id: str) -> Row | None:
-    """The newest turn with its user message (`user_message_id`, `user_text`)."""
-    return await fetch_one(db, LAST_TURN, {"id": conversation_id})
 
 
 # messages ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentchat.agent.storage import conversations, history, leases, turns
+from agentchat.agent.storage import conversations, history, leases, submits, turns
 from agentchat.db import CONNECTION_KWARGS
 from agentchat.errors import AgentChatError, ErrorCode
 
@@ -81,7 +81,12 @@ async def test_titles_are_cut_once_to_the_same_length(database_url: str) -> None
             conn, owner="alice", title=conversations.title_from(long))
         untitled = await conversations.create_conversation(conn, owner="alice", title="")
         by_append = await conversations.create_conversation(conn, owner="alice", title="")
-        await conversations.set_title_if_empty(conn, untitled["id"], long)
+        # A /chat message on an untitled conversation names it in its own statement.
+        opened = await submits.begin_message(
+            conn, conversation_id=untitled["id"], owner="alice", tab="tab-1", lease_s=30,
+            replica="r1", lost_s=30, turn_id="t1", plan={}, message_id="m0", content=long,
+            title=conversations.title_from(long))
+        assert opened.started
         await turns.append_message(conn, owner="alice", conversation_id=by_append["id"],
                                    message_id="m1", role="user", content=long)
         titles = [(await conversations.get_conversation(
