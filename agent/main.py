@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from agentchat.agent import heap
+from agentchat import heap
 from agentchat.agent.api.main import api_router
 from agentchat.agent.gradio import mount
 from agentchat.agent.gradio.file_guard import gradio_upload_paths

@@ -92,7 +92,7 @@ class AgentSettings(SelectionSettings):
     # freed heap back to the OS (glibc's malloc_trim), so RSS comes back after a burst of
     # streams (issue 21). 0: never.
     idle_trim_s: float = Field(default=2.0, ge=0)
-    # The garbage collector (agent/heap.py): what survives start-up frozen out of its walks,
+    # The garbage collector (agentchat/heap.py): what survives start-up frozen out of its walks,
     # and its first generation collected every `gc_gen0_threshold` net allocations (0:
     # Python's own, 700).
     gc_freeze: bool = True

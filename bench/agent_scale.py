@@ -60,7 +60,18 @@ from typing import Any
 import httpx
 import psutil
 
-from common import RssSampler, bare_server, bench_env, gradio_url, percentile, run_client, summary
+from common import (
+    MEMPROBE,
+    RssSampler,
+    bare_server,
+    bench_env,
+    gcstats_diff,
+    gradio_url,
+    percentile,
+    read_gcstats,
+    run_client,
+    summary,
+)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -520,31 +531,6 @@ def print_memstats(result: dict[str, Any], n: int) -> None:
               file=sys.stderr)
 
 
-def read_gcstats(path: Path | None) -> dict[str, Any]:
-    """bench/memprobe's garbage-collector figures so far (written once a second)."""
-    if path is None or not path.exists():
-        return {}
-    return json.loads(path.read_text())
-
-
-def gcstats_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """The collections between two reads, by generation: how many, their total and mean ms,
-    how many took over 50 ms, and the cyclic garbage they found."""
-    if not after:
-        return {}
-    out: dict[str, Any] = {"frozen": after["frozen"]}
-    zero = {"count": 0, "total_ms": 0.0, "over_50ms": 0, "collected": 0}
-    for gen, a in after["stats"].items():
-        b = before.get("stats", {}).get(gen, zero)
-        count = a["count"] - b["count"]
-        total = a["total_ms"] - b["total_ms"]
-        out[f"gen{gen}"] = {"count": count, "total_ms": round(total, 1),
-                            "mean_ms": round(total / count, 1) if count else 0.0,
-                            "over_50ms": a["over_50ms"] - b["over_50ms"],
-                            "collected": a["collected"] - b["collected"]}
-    return out
-
-
 def live_runs(url: str) -> int:
     try:  # a traced agent under load answers slowly
         text = httpx.get(url + "/metrics", timeout=60).text
@@ -561,7 +547,7 @@ def tracemalloc_run(opts: argparse.Namespace) -> dict[str, Any]:
     stages = [int(x) for x in opts.stages.split(",")]
     snaps = Path(os.environ.get("TMPDIR", "/tmp")) / f"agent-scale-tm-{os.getpid()}"
     snaps.mkdir(parents=True, exist_ok=True)
-    probe = str(Path(__file__).resolve().parent / "memprobe")
+    probe = str(MEMPROBE)
     prompt = f"echo {opts.words} words"
     text = " ".join(f"w{i}" for i in range(opts.words))
     out: dict[str, Any] = {"bench": "agent_scale_tracemalloc", "stages": {}}
@@ -667,7 +653,7 @@ def main() -> int:
     if gc_file is not None:
         agent_env["AGENTCHAT_BENCH_GCSTATS_FILE"] = str(gc_file)
     if stats_dir is not None or gc_file is not None:  # bench/memprobe answers both
-        agent_env["PYTHONPATH"] = str(Path(__file__).resolve().parent / "memprobe")
+        agent_env["PYTHONPATH"] = str(MEMPROBE)
     with bench_env("agent-scale", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
                    **agent_env) as (stack, tmp):
         spec = {"mode": "streams", "n": n, "expect": text, "url": stack.gradio_url,

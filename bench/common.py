@@ -30,6 +30,7 @@ from testkit.support import Service, create_database, drop_database, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
+MEMPROBE = BENCH / "memprobe"  # put on a process's PYTHONPATH: bench/memprobe/sitecustomize.py
 
 __all__ = ["ROOT", "RssSampler", "Stack", "bare_server", "bench_env", "percentile",
            "run_client", "scratch_database", "summary"]
@@ -163,3 +164,31 @@ class RssSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def read_gcstats(path: Path | None) -> dict[str, Any]:
+    """bench/memprobe's garbage-collector figures so far (written once a second)."""
+    if path is None or not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def gcstats_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The collections between two reads, by generation: how many, their total and mean ms
+    (wall) and mean CPU ms,
+    how many took over 50 ms, and the cyclic garbage they found."""
+    if not after:
+        return {}
+    out: dict[str, Any] = {"frozen": after["frozen"]}
+    zero = {"count": 0, "total_ms": 0.0, "cpu_ms": 0.0, "over_50ms": 0, "collected": 0}
+    for gen, a in after["stats"].items():
+        b = before.get("stats", {}).get(gen, zero)
+        count = a["count"] - b["count"]
+        total = a["total_ms"] - b["total_ms"]
+        cpu = a.get("cpu_ms", 0.0) - b.get("cpu_ms", 0.0)
+        out[f"gen{gen}"] = {"count": count, "total_ms": round(total, 1),
+                            "mean_ms": round(total / count, 1) if count else 0.0,
+                            "mean_cpu_ms": round(cpu / count, 2) if count else 0.0,
+                            "over_50ms": a["over_50ms"] - b["over_50ms"],
+                            "collected": a["collected"] - b["collected"]}
+    return out

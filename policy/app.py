@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from fastapi import FastAPI, Request, Response
 from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
+from agentchat import heap
 from agentchat.errors import ErrorCode, LocalError, TokenError
 from agentchat.identity import (
     MAX_TOKEN_BYTES,
@@ -260,6 +262,10 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await sidecar.store.areload()
+        frozen = heap.tune(freeze=settings.policy_gc_freeze,
+                           gen0_threshold=settings.policy_gc_gen0_threshold)
+        log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(),
+                 frozen)
         stop = asyncio.Event()
         watcher = asyncio.create_task(sidecar.store.watch(
             stop, debounce_ms=settings.policy_reload_debounce_ms,

@@ -31,5 +31,11 @@ class PolicySettings(SharedSettings):
     policy_reload_debounce_ms: int = Field(default=200, ge=1)
     # Besides file events, the folder is re-checked this often (a missed event costs this much).
     policy_reload_poll_s: float = Field(default=10.0, gt=0)
+    # The garbage collector (agentchat/heap.py): what survives start-up is frozen out of its
+    # walks. Unfrozen, a full collection of the sidecar's start-up heap paused every request
+    # ~55-65 ms under traced load (bench/observe_cost.py --gcstats). The first generation
+    # keeps Python's threshold (0): the sidecar's young collections cost ~0.1 ms.
+    policy_gc_freeze: bool = True
+    policy_gc_gen0_threshold: int = Field(default=0, ge=0)
     policy_max_body_bytes: int = 64 * 1024
     policy_max_batch: int = Field(default=100, ge=1)

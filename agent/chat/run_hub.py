@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from agentchat.agent import heap
+from agentchat import heap
 from agentchat.agent.chat.events import coalesce, to_kept, with_text
 from agentchat.agent.chat.turn_task import Turn
 from agentchat.agent.metrics import EVENT_GAP, LIVE_RUNS, SATURATED

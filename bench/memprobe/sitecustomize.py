@@ -77,7 +77,8 @@ if _STATS_DIR:
     signal.signal(signal.SIGUSR1, _stats)
 
 # AGENTCHAT_BENCH_GCSTATS_FILE (bench/agent_scale.py --gcstats): the garbage collector's
-# pauses by generation (count, total ms, how many over 50 ms, the garbage found), rewritten
+# pauses by generation (count, total ms, how many over 50 ms, the garbage found, and the
+# thread's CPU ms, which another process's load does not stretch), rewritten
 # once a second by a thread, so the file holds the figures up to the last second whatever
 # way the process ends.
 _GC_FILE = os.environ.get("AGENTCHAT_BENCH_GCSTATS_FILE")
@@ -87,18 +88,19 @@ if _GC_FILE:
     import threading
     import time
 
-    _gc_started = [0.0]
-    _gc_stats = {g: {"count": 0, "total_ms": 0.0, "over_50ms": 0, "collected": 0}
+    _gc_started = [0.0, 0.0]
+    _gc_stats = {g: {"count": 0, "total_ms": 0.0, "cpu_ms": 0.0, "over_50ms": 0, "collected": 0}
                  for g in (0, 1, 2)}
 
     def _on_gc(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            _gc_started[0] = time.perf_counter()
+            _gc_started[:] = [time.perf_counter(), time.thread_time()]
             return
         ms = (time.perf_counter() - _gc_started[0]) * 1000
         s = _gc_stats[info["generation"]]
         s["count"] += 1
         s["total_ms"] += ms
+        s["cpu_ms"] += (time.thread_time() - _gc_started[1]) * 1000
         s["over_50ms"] += ms > 50
         s["collected"] += info["collected"]
 

@@ -1,6 +1,6 @@
-"""The agent's garbage-collector settings (agent/heap.py): what survives start-up is frozen and
-the first generation's threshold is raised, as the started process's own log says; both
-settings turn it back to Python's behaviour."""
+"""The agent's and the sidecar's garbage-collector settings (agentchat/heap.py): what
+survives start-up is frozen (and the agent's first-generation threshold raised), as each
+started process's own log says; the settings turn it back to Python's behaviour."""
 
 from __future__ import annotations
 
@@ -23,10 +23,18 @@ def test_a_started_agent_freezes_its_start_up_heap(stack: Stack) -> None:
     assert frozen > 10_000
 
 
+def test_a_started_sidecar_freezes_its_start_up_heap(stack: Stack) -> None:
+    found = LOG_LINE.search(stack.policy.log_tail(200_000))
+    assert found, "the sidecar logs its collector's settings once started"
+    gen0, _, _, frozen = map(int, found.groups())
+    assert gen0 == 700  # the sidecar keeps Python's first generation
+    assert frozen > 10_000  # FastAPI, pydantic, Casbin, OpenTelemetry
+
+
 def test_the_settings_turn_it_off() -> None:
     # Its own process: a freeze in the test runner would keep the runner's garbage for good.
     code = ("import gc\n"
-            "from agentchat.agent import heap\n"
+            "from agentchat import heap\n"
             "from agentchat.agent.settings import AgentSettings\n"
             "s = AgentSettings()\n"
             "print(heap.tune(freeze=s.gc_freeze, gen0_threshold=s.gc_gen0_threshold),"

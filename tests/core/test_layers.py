@@ -9,7 +9,7 @@ turn, through the modules"; agent/README.md, "Module map"):
     graph                       the LangGraph agent (it writes the audit trail)
     audit, selection            the audit trail; which tools a message gets
     storage                     our tables
-    settings, metrics, heap,    what every layer may use (settings extends the selection's
+    settings, metrics,          what every layer may use (settings extends the selection's
     csp, agentchat.*            settings class, its one import upward)
 
 Read from the source with `ast` (no import runs), so a new module is checked the moment it
@@ -28,7 +28,7 @@ AGENT = ROOT / "agent"
 
 RANK = {"storage": 1, "audit": 2, "selection": 2, "graph": 3, "chat": 4, "wiring": 5,
         "api": 6, "gradio": 6, "main": 7, "cli": 8}
-BASE = {"settings", "metrics", "heap", "csp", "__init__"}
+BASE = {"settings", "metrics", "csp", "__init__"}
 # The one sanctioned upward import: AgentSettings extends SelectionSettings.
 ALLOWED = {("settings", "selection")}
 
