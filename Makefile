@@ -75,7 +75,7 @@ test: $(STAMP) $(JS_STAMP) web browser promtool
 	$(BIN)/ruff check .
 	$(BIN)/python tools/link_tree.py >/dev/null
 	$(BIN)/mypy
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=30
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
