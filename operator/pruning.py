@@ -18,6 +18,8 @@
   a restore or a new turn that commits first saves the thread, and one that comes second finds
   no row (a restore answers 404, never 200 for a thread that is then deleted).
 - Compacting a thread also drops its `runs` (and so their events) except the newest one.
+- A conversation with branches (an edit or a regenerate, issue 35) is never compacted: its
+  branches' checkpoints go with it, when it is deleted.
 - One pruner per database at a time: a session advisory lock (constants.PRUNER_LOCK).
 """
 
@@ -69,10 +71,13 @@ ORDER BY c.archived_at, c.id
 LIMIT %(limit)s
 """
 # Idle, not yet past retention (those are the delete rules' own), used since last compacted.
+# Never one with branches (issue 35): keep_latest would drop every branch but the active one,
+# so a branch's checkpoints live as long as its conversation.
 SELECT_IDLE = f"""
 SELECT c.id, c.last_activity_at AS k
 FROM conversations c
 WHERE {_UNCOMPACTED}
+  AND c.forked_at IS NULL
   AND c.last_activity_at < %(idle_before)s
   AND c.last_activity_at >= %(inactive_before)s
   AND (c.last_activity_at, c.id) > (%(after_ts)s, %(after_id)s)
