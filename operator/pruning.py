@@ -71,13 +71,10 @@ ORDER BY c.archived_at, c.id
 LIMIT %(limit)s
 """
 # Idle, not yet past retention (those are the delete rules' own), used since last compacted.
-# Never one with branches (issue 35): keep_latest would drop every branch but the active one,
-# so a branch's checkpoints live as long as its conversation.
 SELECT_IDLE = f"""
 SELECT c.id, c.last_activity_at AS k
 FROM conversations c
 WHERE {_UNCOMPACTED}
-  AND c.forked_at IS NULL
   AND c.last_activity_at < %(idle_before)s
   AND c.last_activity_at >= %(inactive_before)s
   AND (c.last_activity_at, c.id) > (%(after_ts)s, %(after_id)s)
@@ -112,6 +109,10 @@ DELETE FROM runs r WHERE r.conversation_id = %(id)s AND r.id <> (
 MARK_COMPACTED = """
 UPDATE conversations SET compacted_activity_at = last_activity_at WHERE id = %(id)s
 """
+# A conversation with branches (issue 35) is never compacted: keep_latest would drop every
+# branch but the active one, so its checkpoints live as long as it does. It is marked as if
+# compacted, so it leaves the idle index until it is used again.
+FORKED = "SELECT forked_at IS NOT NULL AS forked FROM conversations WHERE id = %(id)s"
 
 COUNT_ROWS = """
 SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = ANY(%(ids)s)) AS checkpoints,
@@ -155,6 +156,11 @@ class PruneReport:
 
 class PrunerBusy(LocalError):
     """Another pruner holds this database's pruner lock."""
+
+
+def _first_value(row: Any) -> Any:
+    """A row's first column, whatever the connection's row factory."""
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
 
 
 def _camel(name: str) -> str:
@@ -290,6 +296,10 @@ async def _compact(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver
         locked, ok = await _lock_and_recheck(conn, [tid], cut, report)
         try:
             if not ok:
+                continue
+            forked = await (await conn.execute(FORKED, {"id": tid})).fetchone()
+            if forked and _first_value(forked):
+                await conn.execute(MARK_COMPACTED, {"id": tid})
                 continue
             before_ckpt, before_rows = await _count(conn, [tid])
             try:

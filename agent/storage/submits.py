@@ -59,7 +59,7 @@ LOCK = "SELECT pg_advisory_xact_lock(%(ns)s, %(key)s)"
 # card, the last turn, and runs of it live on another replica.
 _CHECKS = """
 conv AS (
-    SELECT id, is_archived, leaf_id FROM conversations WHERE id = %(id)s AND owner = %(owner)s
+    SELECT id, is_archived FROM conversations WHERE id = %(id)s AND owner = %(owner)s
 ), lease AS (
     INSERT INTO leases (conversation_id, session_id, until)
     SELECT id, %(tab)s, now() + make_interval(secs => %(secs)s) FROM conv WHERE NOT is_archived
@@ -100,7 +100,7 @@ OPEN_AND_START = "WITH" + _CHECKS + """, clear AS (
        AND (%(last_settled)s
             OR coalesce((SELECT status FROM last), 'completed') NOT IN ('running', 'failed'))
 ), tip AS (
-    SELECT coalesce((SELECT leaf_id FROM conv),
+    SELECT coalesce((SELECT leaf_id FROM conversations WHERE id = (SELECT id FROM conv)),
                     (SELECT id FROM messages WHERE conversation_id = %(id)s
                       ORDER BY pos DESC LIMIT 1)) AS id
 ), turn AS (

@@ -457,6 +457,10 @@ export class ChatModel {
         }
         return;
       }
+      case "forked":
+        // An edit's or a regenerate's first event (docs/protocol.md §4, "Branches"); history
+        // shows the new branch with its alternatives once the answer is in.
+        return;
       case "error":
         cur.terminal = true;
         this.#streamError(ev, cur);
