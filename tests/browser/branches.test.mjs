@@ -56,9 +56,11 @@ test("Branches: edit a stored message, flip the versions by keyboard, regenerate
   assert.match(await assistant(p).last().innerText(), /w6/);
   await checkState(p, "b02-edited");
 
-  // Keyboard only: Tab to «previous version», Enter.
+  // Keyboard only: from the edit button, back (Shift+Tab) over the disabled «next version»
+  // to «previous version», Enter.
   const prev = versions.getByRole("button", { name: "Предыдущая версия" });
-  await versions.getByRole("button", { name: "Следующая версия" }).focus();
+  assert.equal(await versions.getByRole("button", { name: "Следующая версия" }).isDisabled(), true);
+  await you(p).nth(1).getByRole("button", { name: "Изменить сообщение" }).focus();
   await p.keyboard.press("Shift+Tab");
   assert.equal(await prev.evaluate((el) => el === document.activeElement), true, "reachable by Tab");
   await p.keyboard.press("Enter");
