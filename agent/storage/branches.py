@@ -136,6 +136,6 @@ async def branch_through(db: Db, conversation_id: str, message_id: str) -> str:
     switch's own transaction."""
     await execute(db, MATERIALIZE, {"id": conversation_id})
     row = await fetch_one(db, DESCEND, {"id": conversation_id, "mid": message_id})
-    if row is None:
-        raise _refused("message_id is not a message of this conversation")
+    if row is None:  # as a missing conversation: never says whose it is
+        raise AgentChatError(ErrorCode.NOT_FOUND, "no such message in this conversation")
     return str(row["id"])
