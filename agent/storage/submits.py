@@ -75,7 +75,12 @@ conv AS (
     SELECT t.id, t.status, t.plan, m.id AS user_message_id, m.content AS user_text
       FROM turns t JOIN messages m ON m.turn_id = t.id AND m.role = 'user'
      WHERE t.conversation_id = (SELECT id FROM conv)
-     ORDER BY t.started_at DESC, m.pos DESC LIMIT 1
+     -- the active branch's last turn first (issue 35: after a branch switch it is not the
+     -- newest), else the newest
+     ORDER BY (t.id = (SELECT turn_id FROM messages WHERE id = (
+                  SELECT leaf_id FROM conversations WHERE id = (SELECT id FROM conv))))
+                  DESC NULLS LAST,
+              t.started_at DESC, m.pos DESC LIMIT 1
 ), elsewhere AS (
     SELECT id, tab_id, heartbeat_at < now() - make_interval(secs => %(lost_s)s) AS stale
       FROM runs

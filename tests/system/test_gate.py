@@ -286,6 +286,7 @@ def received(model: Service) -> list[dict[str, Any]]:
 
 def test_edit_switch_back_continue_and_restart(stack: Stack, agent: Service,
                                                model: Service) -> None:
+    script(model)  # nothing scripted (an earlier test's leftovers): the planner answers
     alice = stack.token("alice")
     tab = RawChat(agent.url, alice, None)  # type: ignore[arg-type]
     cid = fturn(agent, alice, tab, "привет and echo 3 words").conversation_id
@@ -316,11 +317,14 @@ def test_edit_switch_back_continue_and_restart(stack: Stack, agent: Service,
     assert ids(back) == ids(old)
     assert back[2]["siblings"]["index"] == 0
     httpx.delete(model.url + "/received", timeout=5)
+    assert fturn(agent, alice, tab, "__resume__", "retry", cid).kind == "final"
+    sent = received(model)[-1]["user"]
+    assert sent[-1] == "привет and echo 7 words" and "привет and echo 9 words" not in sent
     fturn(agent, alice, tab, "привет and echo 2 words", None, cid)
     sent = received(model)[-1]["user"]
     assert "привет and echo 5 words" in sent and "привет and echo 9 words" not in sent
     longer = history_items(agent, alice, cid)
-    assert ids(longer)[:6] == ids(old) and len(longer) == 8
+    assert ids(longer)[:6] == ids(old) and len(longer) == 9
 
     agent.stop()
     agent.start(timeout=90)
@@ -329,7 +333,9 @@ def test_edit_switch_back_continue_and_restart(stack: Stack, agent: Service,
     assert ids(history_items(agent, alice, cid)) == ids(new)
 
 
-def test_regenerate_twice_gives_three_siblings(stack: Stack, agent: Service) -> None:
+def test_regenerate_twice_gives_three_siblings(stack: Stack, agent: Service,
+                                               model: Service) -> None:
+    script(model)  # nothing scripted: the planner answers
     alice = stack.token("alice")
     tab = RawChat(agent.url, alice, None)  # type: ignore[arg-type]
     cid = fturn(agent, alice, tab, "привет and echo 4 words").conversation_id
@@ -345,6 +351,7 @@ def test_regenerate_twice_gives_three_siblings(stack: Stack, agent: Service) -> 
 
 def test_a_fork_never_replays_a_confirmed_deploy(stack: Stack, agent: Service,
                                                 model: Service) -> None:
+    script(model)  # nothing scripted: the planner answers
     stack.reset_sandbox()
     alice = stack.token("alice")
     tab = RawChat(agent.url, alice, None)  # type: ignore[arg-type]
@@ -379,7 +386,9 @@ def test_a_fork_never_replays_a_confirmed_deploy(stack: Stack, agent: Service,
     assert sorted(r["branch"] for r in records) == sorted(siblings)
 
 
-def test_refused_while_a_card_waits_or_a_run_is_live(stack: Stack, agent: Service) -> None:
+def test_refused_while_a_card_waits_or_a_run_is_live(stack: Stack, agent: Service,
+                                                     model: Service) -> None:
+    script(model)  # nothing scripted: the planner answers
     stack.reset_sandbox()
     alice, bob = stack.token("alice"), stack.token("bob")
     tab = RawChat(agent.url, alice, None)  # type: ignore[arg-type]
