@@ -355,4 +355,15 @@ MIGRATIONS: list[str | Online] = [
     """
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS stop_requested_at timestamptz;
     """,
+    # 11: edit and regenerate (issue 35): a conversation is a tree of messages. `parent_id`
+    # is the message before it on its branch ('' for a branch's first message; NULL on rows
+    # stored before, which continue the line before them); `leaf_id` is the active branch's
+    # last message (NULL: the newest message); `forked_at` its first fork (the pruner never
+    # compacts a conversation with branches). Nullable, no default: catalog changes only,
+    # each a brief lock taken online (serving pods write to both tables).
+    Online((
+        "ALTER TABLE messages ADD COLUMN IF NOT EXISTS parent_id text",
+        "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS leaf_id text",
+        "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS forked_at timestamptz",
+    )),
 ]

@@ -18,6 +18,8 @@
   a restore or a new turn that commits first saves the thread, and one that comes second finds
   no row (a restore answers 404, never 200 for a thread that is then deleted).
 - Compacting a thread also drops its `runs` (and so their events) except the newest one.
+- A conversation with branches (an edit or a regenerate, issue 35) is never compacted: its
+  branches' checkpoints go with it, when it is deleted.
 - One pruner per database at a time: a session advisory lock (constants.PRUNER_LOCK).
 """
 
@@ -107,6 +109,10 @@ DELETE FROM runs r WHERE r.conversation_id = %(id)s AND r.id <> (
 MARK_COMPACTED = """
 UPDATE conversations SET compacted_activity_at = last_activity_at WHERE id = %(id)s
 """
+# A conversation with branches (issue 35) is never compacted: keep_latest would drop every
+# branch but the active one, so its checkpoints live as long as it does. It is marked as if
+# compacted, so it leaves the idle index until it is used again.
+FORKED = "SELECT forked_at IS NOT NULL AS forked FROM conversations WHERE id = %(id)s"
 
 COUNT_ROWS = """
 SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = ANY(%(ids)s)) AS checkpoints,
@@ -150,6 +156,11 @@ class PruneReport:
 
 class PrunerBusy(LocalError):
     """Another pruner holds this database's pruner lock."""
+
+
+def _first_value(row: Any) -> Any:
+    """A row's first column, whatever the connection's row factory."""
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
 
 
 def _camel(name: str) -> str:
@@ -285,6 +296,10 @@ async def _compact(conn: psycopg.AsyncConnection[Any], saver: AsyncPostgresSaver
         locked, ok = await _lock_and_recheck(conn, [tid], cut, report)
         try:
             if not ok:
+                continue
+            forked = await (await conn.execute(FORKED, {"id": tid})).fetchone()
+            if forked and _first_value(forked):
+                await conn.execute(MARK_COMPACTED, {"id": tid})
                 continue
             before_ckpt, before_rows = await _count(conn, [tid])
             try:

@@ -108,7 +108,20 @@ class ConfirmationRecord(BaseModel):
     card: dict[str, Any]
 
 
+class Siblings(BaseModel):
+    """A message's alternatives (issue 35): what a branch picker shows."""
+
+    index: int = Field(description="this message's place among them, from 0")
+    count: int
+    ids: list[str] = Field(description="the alternatives' ids, oldest first")
+
+
 class HistoryMessage(Message):
+    parent_id: str | None = Field(
+        default=None, description="the message before it on the active branch; null first")
+    siblings: Siblings | None = Field(
+        default=None, description="the message's alternatives (edits, regenerations), when "
+                                  "it has any; POST …/branch with one of `ids` shows it")
     tool_calls: list[ToolCallRecord] = Field(
         description="the cards of this message's turn that came before it (or, for the "
                     "turn's last message, also after it)")

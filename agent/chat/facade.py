@@ -25,16 +25,17 @@ from typing import Any
 from langgraph.types import Command
 from opentelemetry import trace
 
+from agentchat.agent.chat import forks
 from agentchat.agent.chat.attachments import file_text
 from agentchat.agent.chat.card_answers import CardAnswers
 from agentchat.agent.chat.join import RunListener, join
-from agentchat.agent.chat.request import ChatRequest
+from agentchat.agent.chat.request import FORKS, ChatRequest
 from agentchat.agent.chat.run_hub import Run, RunHub
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import Turn, TurnRunner
 from agentchat.agent.chat.user_limits import UserLimits
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage import runs, submits
+from agentchat.agent.storage import branches, runs, submits
 from agentchat.agent.storage.db import Db, Row, connection
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import Principal
@@ -63,7 +64,7 @@ class Chat:
         slot = self.limits.admit(principal.sub)
         try:
             self.hub.admit()
-            if req.files and req.action is None:
+            if req.files and req.action in (None, "edit"):
                 req.attached = await file_text(self.settings, req.files, principal.sub)
             turn, early = await self._start(req, principal)
             slot.hold(turn.task)  # the run slot is freed when the turn's task ends
@@ -130,6 +131,8 @@ class Chat:
         tab = str(req.tab_id)
         if req.conversation_id is not None:
             await self._settle_local(req.conversation_id, tab)
+        if req.action in FORKS:
+            return await self._fork(req, principal, tab)
         if req.action is None:
             early: list[dict[str, Any]] = []
 
@@ -148,6 +151,56 @@ class Chat:
 
             return await self.starts.message(req, principal, tab, settle), early
         return await self._act(req, principal, tab)
+
+    async def _fork(self, req: ChatRequest, principal: Principal, tab: str
+                    ) -> tuple[Turn, list[dict[str, Any]]]:
+        """An edit or a regenerate (issue 35): like a message, except that a pending card is
+        not denied for it but refuses it (the person answers the card first)."""
+        cid = str(req.conversation_id)
+
+        async def settle(opened: submits.Opened) -> bool:
+            if opened.elsewhere:
+                await self._settle_elsewhere(cid, opened.elsewhere, tab)
+            elif opened.pending is not None and not opened.pending["expired"]:
+                err = AgentChatError(ErrorCode.CONVERSATION_BUSY,
+                                     "a card is waiting for an answer: confirm or deny it first")
+                err.lang = as_lang(((opened.last or {}).get("plan") or {}).get("lang"))
+                raise err
+            elif opened.pending is not None:
+                await self.answers.deny_pending(cid, principal, tab)
+            elif opened.unfinished:
+                assert opened.last is not None
+                await self.starts.settle_orphan(cid, opened.last)
+                return True
+            return False
+
+        turn, forked = await self.starts.fork(req, principal, tab, settle)
+        return turn, [forked]
+
+    async def switch_branch(self, *, owner: str, conversation_id: str, message_id: str,
+                            tab: str) -> str:
+        """`POST …/branch` (issue 35): the branch through `message_id` becomes the active one
+        (its leaf: the newest descendants); the next message continues it. Refused like a
+        fork while a card waits or a run is live; takes the tab's lease. Returns the leaf."""
+        await self._settle_local(conversation_id, tab)
+        async with submits.open_for_action(
+                self.pool, conversation_id=conversation_id, owner=owner, tab=tab,
+                lease_s=self.settings.lease_s, replica=self.hub.replica,
+                lost_s=self.settings.run_lost_s) as action:
+            opened = action.opened
+            if opened.pending is not None and not opened.pending["expired"]:
+                raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
+                                     "a card is waiting for an answer: confirm or deny it first")
+            if opened.elsewhere:
+                raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+            leaf = await branches.branch_through(action.conn, conversation_id, message_id)
+            users = [m["id"] for m in await branches.chain(action.conn, conversation_id, leaf)
+                     if m["role"] == "user"]
+            await forks.show_branch(self.runner.graph, self.runner.config(conversation_id),
+                                    users[-1] if users else None)
+            action.then(branches.SET_LEAF, {"id": conversation_id, "owner": owner,
+                                            "leaf": leaf})
+        return leaf
 
     async def _act(self, req: ChatRequest, principal: Principal, tab: str
                    ) -> tuple[Turn, list[dict[str, Any]]]:

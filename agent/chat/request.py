@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ACTIONS = {None, "confirm", "deny", "retry", "join"}
+ACTIONS = {None, "confirm", "deny", "retry", "join", "edit", "regenerate"}
+FORKS = ("edit", "regenerate")  # a new branch from a checkpoint (issue 35)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -39,5 +40,7 @@ class ChatRequest:
     run_id: str | None = None
     last_seq: int = 0
     tab_id: str | None = None
+    # An edit's user message, a regenerate's answer (issue 35).
+    message_id: str | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
     attached: str = ""  # the files as the model reads them, once read (file_text)

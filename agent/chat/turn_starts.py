@@ -7,6 +7,8 @@ prefetch), its records, its graph input, then `TurnRunner.start`.
     answer
     a retry        `retry`: the last turn again from its user message, or, if it died mid-step,
                    from its last checkpoint (`resume_orphan`)
+    a fork         `fork`: an edit or a regenerate (issue 35), a new branch from the checkpoint
+                   just before the user message it replaces (forks.py), planned afresh
 
 Selection is a few ms of CPU (embeddings): it runs in a worker thread, before any statement, so
 no connection is held while it runs.
@@ -17,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
 
+from agentchat.agent.chat import forks
 from agentchat.agent.chat.attachments import OWNERS
 from agentchat.agent.chat.request import ChatRequest
 from agentchat.agent.chat.turn_task import Turn, TurnRunner
@@ -30,12 +34,12 @@ from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.graph.taint import user_message
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage import confirmations, conversations, submits
+from agentchat.agent.storage import branches, confirmations, conversations, submits
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db, Row
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import Principal
-from agentchat.words import turn_language
+from agentchat.words import Lang, turn_language
 
 
 class TurnStarts:
@@ -66,16 +70,19 @@ class TurnStarts:
         return TurnRuntime(conversation_id=conversation_id, user_jwt=token,
                            tools=list(plan.get("tools") or []),
                            turn=TurnContext(env_id=plan.get("env_id"),
-                                            uicontext=plan.get("uicontext")),
+                                            uicontext=plan.get("uicontext"),
+                                            forked_from=plan.get("forked_from")),
                            confirmation_ttl_s=self.settings.confirmation_ttl_s,
                            turn_id=str((last or {}).get("id") or ""),
-                           lang="en" if plan.get("lang") == "en" else "ru")
+                           lang="en" if plan.get("lang") == "en" else "ru",
+                           branch=plan.get("branch"))
 
     @staticmethod
     def record_of(runtime: TurnRuntime) -> dict[str, Any]:
         """The plan as the turn's row keeps it (what a resume gates against)."""
         return {"tools": runtime.tools, "env_id": runtime.turn.env_id,
-                "uicontext": runtime.turn.uicontext, "lang": runtime.lang}
+                "uicontext": runtime.turn.uicontext, "lang": runtime.lang,
+                "branch": runtime.branch, "forked_from": runtime.turn.forked_from}
 
     # -- a message --------------------------------------------------------------------------------
 
@@ -92,6 +99,8 @@ class TurnStarts:
         assert req.user_jwt is not None
         runtime = await self.plan(conversation_id, turn_id, req.user_jwt, req.text, req.env_id,
                                   req.uicontext)
+        if new:  # a conversation's first branch is named by its first message
+            runtime = replace(runtime, branch=message_id)
         rows: dict[str, Any] = {"turn_id": turn_id, "plan": self.record_of(runtime),
                                 "message_id": message_id, "content": text,
                                 "title": conversations.title_from(req.text)}
@@ -107,6 +116,7 @@ class TurnStarts:
                     lease_s=self.settings.lease_s, replica=self.replica,
                     lost_s=self.settings.run_lost_s, last_settled=settled, **rows)
                 if opened.started:
+                    runtime = replace(runtime, branch=opened.branch)
                     break
                 settled = await settle(opened) or settled
             else:
@@ -169,6 +179,7 @@ class TurnStarts:
         plan = last.get("plan") or {}
         runtime = await self.plan(conversation_id, turn_id, token, last["user_text"],
                                   plan.get("env_id"), plan.get("uicontext"))
+        runtime = replace(runtime, branch=plan.get("branch"))
         await turn_records.start_turn(self.pool, turn_id, conversation_id,
                                       self.record_of(runtime))
         # Re-run from the turn's user message: drop what followed it, keep the message itself
@@ -179,3 +190,73 @@ class TurnStarts:
                                                  additional_kwargs=dict(
                                                      human.additional_kwargs if human else {}))]}
         return self.runner.start(Turn(conversation_id, turn_id, tab, runtime, graph_input))
+
+    # -- a fork (issue 35) -----------------------------------------------------------------------
+
+    async def fork(self, req: ChatRequest, principal: Principal, tab: str,
+                   settle: Callable[[submits.Opened], Awaitable[bool]]
+                   ) -> tuple[Turn, dict[str, Any]]:
+        """An edit (`req.message_id`, a user message, with the new text) or a regenerate (an
+        answer, default the last; its user message runs again): a new user message on a new
+        branch after the replaced one's parent, planned and gated afresh, its turn run from
+        the checkpoint before the replaced message. Also returns the run's first event,
+        `forked`: the new message and what the abandoned branch already executed, which the
+        model's context states too. `settle` as for a message; it refuses a pending card."""
+        cid = str(req.conversation_id)
+        assert req.user_jwt is not None
+        point = await branches.fork_point(self.pool, owner=principal.sub, conversation_id=cid,
+                                          message_id=req.message_id, kind=str(req.action))
+        editing = req.action == "edit"
+        text = req.text if editing else str(point["content"])
+        content = f"{text}\n\n{req.attached}".strip() if editing and req.attached else text
+        old_plan = point.get("plan") or {}
+        turn_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
+        runtime = await self.plan(cid, turn_id, req.user_jwt, text,
+                                  req.env_id or old_plan.get("env_id"),
+                                  req.uicontext or old_plan.get("uicontext"))
+        forked_from = {"message_id": point["id"],
+                       "executed": self.executed(point["executed"], runtime.lang)}
+        runtime = replace(runtime, turn=replace(runtime.turn, forked_from=forked_from))
+        rows: dict[str, Any] = {"turn_id": turn_id, "plan": self.record_of(runtime),
+                                "message_id": message_id, "content": content,
+                                "title": conversations.title_from(text)}
+        settled = False
+        for _ in range(4):
+            opened = await submits.begin_message(
+                self.pool, conversation_id=cid, owner=principal.sub, tab=tab,
+                lease_s=self.settings.lease_s, replica=self.replica,
+                lost_s=self.settings.run_lost_s, last_settled=settled, fork=True,
+                parent=point["parent"], **rows)
+            if opened.started:
+                break
+            settled = await settle(opened) or settled
+        else:
+            raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
+        runtime = replace(runtime, branch=opened.branch)
+        OWNERS.used_in(cid, (f["key"] for f in req.files))
+        human = user_message(content, message_id=message_id, with_files=bool(req.attached))
+        try:
+            graph_input = await forks.fork_input(
+                self.runner.graph, self.runner.config(cid), replaced=str(point["id"]),
+                prev_user=point["prev_user"], human=human)
+        except BaseException:
+            await turn_records.finish_turn(self.pool, turn_id, "failed",
+                                           str(ErrorCode.INTERNAL))
+            raise
+        turn = self.runner.start(Turn(cid, turn_id, tab, runtime, graph_input))
+        return turn, {"type": "forked", "message_id": message_id,
+                      "parent_id": point["parent"] or None, "forked_from": forked_from}
+
+    def executed(self, calls: list[Row], lang: Lang) -> list[dict[str, Any]]:
+        """The writes among calls that ran, as `forked_from` lists them: the catalog's tool,
+        its title in the turn's language, the environment it targeted."""
+        catalog = self.tools.catalogs.current()
+        out = []
+        for call in calls:
+            tool = catalog.get(str(call["tool"]))
+            if tool is None or tool.risk == "read":
+                continue
+            target, _ = tool.environments_of(call.get("input") or {})
+            out.append({"tool_name": tool.name, "title": tool.title_in(lang),
+                        "environment": target})
+        return out

@@ -55,7 +55,7 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
                             user_id, user_jwt, env_id)
         cid = req.conversation_id
         # Errors before a run speak the message's language; a resume or a join has none.
-        lang = turn_language(req.text) if req.action is None else lang
+        lang = turn_language(req.text) if req.action in (None, "edit") else lang
         principal = authenticate(services.verifier, req, bearer(headers))
         req.tab_id = req.tab_id or session  # without a tab id, the Gradio session stands in
         if req.action == "join":

@@ -35,7 +35,7 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         text = message.get("text") or ""
         files = message.get("files") or []
         fields = {k: message.get(k) for k in ("action", "conversation_id", "confirm_id",
-                                              "run_id", "last_seq", "tab_id")}
+                                              "run_id", "last_seq", "tab_id", "message_id")}
     else:
         raise _invalid("message must be a string or {text, files}")
     if not isinstance(text, str):
@@ -56,15 +56,18 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         run_id=_opt_str(fields.get("run_id"), "run_id"),
         last_seq=_last_seq(fields.get("last_seq")),
         tab_id=_opt_str(fields.get("tab_id"), "tab_id"),
+        message_id=_opt_str(fields.get("message_id"), "message_id"),
     )
     if req.action not in ACTIONS:
         raise _invalid(f"unknown action {req.action!r}")
-    for name in ("conversation_id", "run_id", "tab_id"):
+    for name in ("conversation_id", "run_id", "tab_id", "message_id"):
         value = getattr(req, name)
         if value is not None and not ID_PATTERN.match(value):
             raise _invalid(f"{name} is malformed")
-    if req.action == "join" and req.conversation_id is None:
-        raise _invalid("join needs the conversation_id")
+    if req.action in ("join", "edit", "regenerate") and req.conversation_id is None:
+        raise _invalid(f"{req.action} needs the conversation_id")
+    if req.action == "edit" and (req.message_id is None or not text.strip()):
+        raise _invalid("edit needs the message_id and the new text")
     if req.env_id is not None and len(req.env_id) > 64:
         raise _invalid("env_id is too long")
     if len(text.encode()) > settings.max_text_bytes:
@@ -74,7 +77,7 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
     req.uicontext = _parse_uicontext(settings, uicontext)
     req.files = _parse_files(settings, files)
     # PostgreSQL's text and jsonb cannot hold NUL: refuse it here rather than fail the insert.
-    strings = [req.text, req.env_id, req.user_id, req.confirm_id,
+    strings = [req.text, req.env_id, req.user_id, req.confirm_id, req.message_id,
                *(v for v in (req.uicontext or {}).values() if isinstance(v, str))]
     if any(s is not None and "\x00" in s for s in strings):
         raise _invalid("the message contains a NUL character")

@@ -131,10 +131,12 @@ class Nodes:
         if ref is None:
             return []
         out = []
+        # The call's first row names its branch (issue 35).
         if d.get("decision_id"):  # the sidecar answered (a refusal of its own included)
-            out.append(ref.entry("decision", decision_detail(d, kind="check", taint=taint)))
+            out.append(ref.entry("decision", {**decision_detail(d, kind="check", taint=taint),
+                                              "branch": ctx.branch}))
         if d.get("decision") == REFUSED:
-            out.append(ref.entry("not_run", {"reason": "refused",
+            out.append(ref.entry("not_run", {"reason": "refused", "branch": ctx.branch,
                                              "detail": cut_text(d.get("detail"))}, once=True))
         return out
 

@@ -27,6 +27,9 @@ class TurnContext:
     env_id: str | None = None
     uicontext: dict[str, Any] | None = None
     prefetched: dict[str, Any] | None = None
+    # An edit's or a regenerate's turn (issue 35): `{message_id, executed}`, the writes the
+    # abandoned branch already ran, so the model does not silently repeat them.
+    forked_from: dict[str, Any] | None = None
 
 
 # The system prompt, in the turn's language: what to do, and how to say it (issue 18).
@@ -56,10 +59,24 @@ SYSTEM_PROMPT: dict[Lang, str] = {
 }
 
 
+# Said with `forked_from`: the conversation went back to an earlier point, and what the
+# other branch did in the world stays done.
+FORK_NOTE: dict[Lang, str] = {
+    "ru": ("Пользователь вернулся к более раннему сообщению. Действия из executed уже "
+           "выполнены в другой ветке разговора: не повторяй их молча; если нужно снова, "
+           "предложи их явно."),
+    "en": ("The user went back to an earlier message. The actions in executed were already "
+           "run on another branch of this conversation: do not repeat them silently; if one "
+           "is needed again, propose it explicitly."),
+}
+
+
 def context_message(ctx: TurnContext, lang: Lang = "ru") -> SystemMessage:
     """The system prompt, then the turn's context as JSON after CONTEXT_MARKER."""
-    payload = {"env_id": ctx.env_id, "uicontext": ctx.uicontext, "prefetched": ctx.prefetched,
-               "lang": lang}
+    payload: dict[str, Any] = {"env_id": ctx.env_id, "uicontext": ctx.uicontext,
+                               "prefetched": ctx.prefetched, "lang": lang}
+    if ctx.forked_from is not None:
+        payload["forked_from"] = {**ctx.forked_from, "note": FORK_NOTE[lang]}
     return SystemMessage(SYSTEM_PROMPT[lang] + "\n" + CONTEXT_MARKER + " "
                          + json.dumps(payload, ensure_ascii=False))
 
@@ -71,5 +88,6 @@ def read_context(messages: Sequence[BaseMessage]) -> tuple[TurnContext, Lang | N
             raw = json.loads(str(m.content).split(CONTEXT_MARKER, 1)[1])
             lang = as_lang(raw["lang"]) if raw.get("lang") else None
             return TurnContext(env_id=raw.get("env_id"), uicontext=raw.get("uicontext"),
-                               prefetched=raw.get("prefetched")), lang
+                               prefetched=raw.get("prefetched"),
+                               forked_from=raw.get("forked_from")), lang
     return TurnContext(), None

@@ -72,6 +72,7 @@ class TurnRuntime:
     confirmation_ttl_s: float = 300.0
     turn_id: str = ""
     lang: Lang = "ru"  # the turn's language (agentchat.words), kept in the turn's plan
+    branch: str | None = None  # the turn's branch (issue 35), kept in the plan; audited
     # Where the model node's text goes: the turn's own queue (agent/chat/turn_task.py), or, unset,
     # the graph's custom stream. LangGraph's stream costs a call_soon_threadsafe (a self-pipe
     # write) and a waiter task per write, and the text is per model token (issue 21).

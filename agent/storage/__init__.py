@@ -13,6 +13,9 @@
   runs lost (with their RUN_LOST event and failed turn), the owner's run for a join.
 - `history.py` (reads messages, turns, tool_calls, confirmations): history pages and which
   message each card hangs on.
+- `branches.py` (messages, conversations, turns, tool_calls; issue 35): the message tree,
+  the active branch, siblings, where an edit or a regenerate forks and what the abandoned
+  branch executed, the branch through a message.
 - `submits.py` (conversations, leases, turns, messages, confirmations, runs): a submit's rows
   before its turn starts, in one transaction: a new conversation in one statement, a message
   in one round trip, a card's answer or a retry opened under the conversation's lock.

@@ -16,12 +16,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from agentchat.agent.storage import branches
 from agentchat.agent.storage.conversations import get_conversation
 from agentchat.agent.storage.db import Db, Row, connection, fetch_all
 
 PAGE = """
 SELECT id, conversation_id, turn_id, role, content, partial, created_at, pos
-  FROM messages WHERE conversation_id = %(id)s {after}
+  FROM messages WHERE conversation_id = %(id)s AND id = ANY(%(branch)s) {after}
  ORDER BY pos DESC LIMIT %(limit)s
 """
 BEFORE_POS = "AND pos < %(before)s"
@@ -61,18 +62,29 @@ async def read_history(db: Db, *, owner: str, conversation_id: str, limit: int,
                        before: int | None = None) -> tuple[list[Row], int | None]:
     """One page (oldest first within it) of the messages before position `before`, and the
     position the next, older page ends before (None at the start of the conversation)."""
-    params: dict[str, Any] = {"id": conversation_id, "limit": limit + 1, "before": before}
     async with connection(db) as conn:
         await get_conversation(conn, owner=owner, conversation_id=conversation_id)
+        # The active branch (issue 35): each message's parent is the one before it on it.
+        line = await branches.chain(conn, conversation_id)
+        parent_of = {m["id"]: (line[i - 1]["id"] if i else None) for i, m in enumerate(line)}
+        params: dict[str, Any] = {"id": conversation_id, "limit": limit + 1, "before": before,
+                                  "branch": list(parent_of)}
         rows = await fetch_all(conn, PAGE.format(after="" if before is None else BEFORE_POS),
                                params)
         more = len(rows) > limit
         page = list(reversed(rows[:limit]))
+        alternatives: dict[str, list[str]] = {}
         if page:
             await _attach_cards(conn, conversation_id, page, before)
+            alternatives = await branches.siblings(
+                conn, conversation_id, [parent_of[m["id"]] or "" for m in page])
     for msg in page:
         msg.setdefault("tool_calls", [])
         msg.setdefault("confirmations", [])
+        msg["parent_id"] = parent_of[msg["id"]]
+        ids = alternatives.get(msg["parent_id"] or "")
+        msg["siblings"] = ({"index": ids.index(msg["id"]), "count": len(ids), "ids": ids}
+                           if ids and msg["id"] in ids else None)
     return page, (int(page[0]["pos"]) if more else None)
 
 

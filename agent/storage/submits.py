@@ -38,7 +38,8 @@ from agentchat.errors import AgentChatError, ErrorCode
 # the message), its lease for the submitting tab, the turn and the user message.
 START_CONVERSATION = """
 WITH conv AS (
-    INSERT INTO conversations (id, owner, title) VALUES (%(id)s, %(owner)s, %(title)s)
+    INSERT INTO conversations (id, owner, title, leaf_id)
+    VALUES (%(id)s, %(owner)s, %(title)s, %(message_id)s)
     RETURNING id
 ), lease AS (
     INSERT INTO leases (conversation_id, session_id, until)
@@ -47,8 +48,8 @@ WITH conv AS (
     INSERT INTO turns (id, conversation_id, plan) SELECT %(turn_id)s, id, %(plan)s FROM conv
     RETURNING id, conversation_id
 )
-INSERT INTO messages (id, conversation_id, turn_id, role, content)
-SELECT %(message_id)s, conversation_id, id, 'user', %(content)s FROM turn
+INSERT INTO messages (id, conversation_id, turn_id, role, content, parent_id)
+SELECT %(message_id)s, conversation_id, id, 'user', %(content)s, '' FROM turn
 """
 
 LOCK = "SELECT pg_advisory_xact_lock(%(ns)s, %(key)s)"
@@ -74,7 +75,12 @@ conv AS (
     SELECT t.id, t.status, t.plan, m.id AS user_message_id, m.content AS user_text
       FROM turns t JOIN messages m ON m.turn_id = t.id AND m.role = 'user'
      WHERE t.conversation_id = (SELECT id FROM conv)
-     ORDER BY t.started_at DESC, m.pos DESC LIMIT 1
+     -- the active branch's last turn first (issue 35: after a branch switch it is not the
+     -- newest), else the newest
+     ORDER BY (t.id = (SELECT turn_id FROM messages WHERE id = (
+                  SELECT leaf_id FROM conversations WHERE id = (SELECT id FROM conv))))
+                  DESC NULLS LAST,
+              t.started_at DESC, m.pos DESC LIMIT 1
 ), elsewhere AS (
     SELECT id, tab_id, heartbeat_at < now() - make_interval(secs => %(lost_s)s) AS stale
       FROM runs
@@ -98,17 +104,35 @@ OPEN_AND_START = "WITH" + _CHECKS + """, clear AS (
      WHERE NOT EXISTS (SELECT 1 FROM pending) AND NOT EXISTS (SELECT 1 FROM elsewhere)
        AND (%(last_settled)s
             OR coalesce((SELECT status FROM last), 'completed') NOT IN ('running', 'failed'))
+), tip AS (
+    SELECT coalesce((SELECT leaf_id FROM conversations WHERE id = (SELECT id FROM conv)),
+                    (SELECT id FROM messages WHERE conversation_id = %(id)s
+                      ORDER BY pos DESC LIMIT 1)) AS id
 ), turn AS (
+    -- The turn's branch (issue 35): a fork's is its own first message; else the branch of the
+    -- turn that wrote the tip, else the conversation's first message (rows stored before).
     INSERT INTO turns (id, conversation_id, plan)
-    SELECT %(turn_id)s, %(id)s, %(plan)s FROM clear RETURNING id
+    SELECT %(turn_id)s, %(id)s, %(plan)s::jsonb || jsonb_build_object('branch',
+           CASE WHEN %(fork)s THEN %(message_id)s ELSE coalesce(
+               (SELECT t.plan->>'branch' FROM messages m JOIN turns t ON t.id = m.turn_id
+                 WHERE m.id = (SELECT id FROM tip)),
+               (SELECT id FROM messages WHERE conversation_id = %(id)s AND role = 'user'
+                 ORDER BY pos LIMIT 1),
+               %(message_id)s) END)
+      FROM clear RETURNING id, plan->>'branch' AS branch
 ), message AS (
-    INSERT INTO messages (id, conversation_id, turn_id, role, content)
-    SELECT %(message_id)s, %(id)s, id, 'user', %(content)s FROM turn
+    INSERT INTO messages (id, conversation_id, turn_id, role, content, parent_id)
+    SELECT %(message_id)s, %(id)s, id, 'user', %(content)s,
+           CASE WHEN %(fork)s THEN %(parent)s ELSE coalesce((SELECT id FROM tip), '') END
+      FROM turn
 ), titled AS (
-    UPDATE conversations SET title = %(title)s
-     WHERE id = (SELECT %(id)s::text FROM turn) AND title = ''
+    UPDATE conversations
+       SET title = CASE WHEN title = '' THEN %(title)s ELSE title END, leaf_id = %(message_id)s,
+           forked_at = CASE WHEN %(fork)s THEN coalesce(forked_at, now()) ELSE forked_at END
+     WHERE id = (SELECT %(id)s::text FROM turn)
 )
-SELECT (SELECT count(*) FROM turn) = 1 AS started,""" + _REPORT
+SELECT (SELECT count(*) FROM turn) = 1 AS started, (SELECT branch FROM turn) AS branch,
+""" + _REPORT
 
 
 @dataclass(frozen=True)
@@ -119,6 +143,7 @@ class Opened:
     last: Row | None  # the last turn: id, status, plan, user_message_id, user_text
     elsewhere: list[Row]  # runs live on another replica: id, tab_id, stale
     started: bool = False  # OPEN_AND_START inserted the turn and the message
+    branch: str | None = None  # the started turn's branch (issue 35)
 
     @property
     def unfinished(self) -> bool:
@@ -141,7 +166,7 @@ def _opened(row: Row | None) -> Opened:
     if pending is not None:  # as the confirmations module reads it: a datetime, not JSON's text
         pending = {**pending, "created_at": datetime.fromisoformat(pending["created_at"])}
     return Opened(pending=pending, last=row["last"], elsewhere=row["elsewhere"],
-                  started=bool(row.get("started")))
+                  started=bool(row.get("started")), branch=row.get("branch"))
 
 
 @asynccontextmanager
@@ -176,13 +201,16 @@ async def start_conversation(db: Db, *, conversation_id: str, owner: str, title:
 async def begin_message(db: Db, *, conversation_id: str, owner: str, tab: str, lease_s: float,
                         replica: str, lost_s: float, turn_id: str, plan: dict[str, Any],
                         message_id: str, content: str, title: str,
-                        last_settled: bool = False) -> Opened:
+                        last_settled: bool = False, fork: bool = False,
+                        parent: str = "") -> Opened:
     """A message on an existing conversation: its turn and user message stored when nothing
-    stands in the way (`Opened.started`), in one transaction and one round trip."""
+    stands in the way (`Opened.started`), in one transaction and one round trip. `fork`: an
+    edit or a regenerate (issue 35), whose message follows `parent` ('' for none) on a new
+    branch; otherwise it follows the active branch's tip. Either becomes the new tip."""
     params = {"id": conversation_id, "owner": owner, "tab": tab, "secs": lease_s,
               "replica": replica, "lost_s": lost_s, "turn_id": turn_id,
               "plan": json.dumps(plan), "message_id": message_id, "content": content,
-              "title": title, "last_settled": last_settled}
+              "title": title, "last_settled": last_settled, "fork": fork, "parent": parent}
     async with _locked(db, conversation_id) as conn:
         # One round trip: the pipeline sends BEGIN, the lock, the statement and the COMMIT,
         # and syncs once, at its end.

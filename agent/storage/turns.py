@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentchat.agent.storage.conversations import get_conversation, title_from
+from agentchat.agent.storage.conversations import TIP, get_conversation, title_from
 from agentchat.agent.storage.db import Db, Row, execute, fetch_one
 from agentchat.errors import AgentChatError, ErrorCode
 
@@ -60,16 +60,22 @@ async def finish_turn(db: Db, turn_id: str, status: str, error_code: str | None 
 # checkouts and three round trips each, queued on the pool between the last token and the
 # final event): the assistant's message when there is one, the turn's status, the
 # conversation's activity.
+# A turn's message follows the active branch's tip and becomes it (issue 35).
+_TIP = TIP.format(cid="%(conversation_id)s")
 END_TURN = f"""
 WITH answer AS (
-    INSERT INTO messages (id, conversation_id, turn_id, role, content, partial)
-    SELECT %(message_id)s, %(conversation_id)s, %(id)s, 'assistant', %(content)s, %(partial)s
+    INSERT INTO messages (id, conversation_id, turn_id, role, content, partial, parent_id)
+    SELECT %(message_id)s, %(conversation_id)s, %(id)s, 'assistant', %(content)s, %(partial)s,
+           {_TIP}
      WHERE %(message_id)s::text IS NOT NULL
     ON CONFLICT (id) DO NOTHING
+    RETURNING id
 ), turn AS (
     {FINISH_TURN.strip()}
 )
-UPDATE conversations SET last_activity_at = now() WHERE id = %(conversation_id)s
+UPDATE conversations SET last_activity_at = now(),
+       leaf_id = coalesce((SELECT id FROM answer), leaf_id)
+ WHERE id = %(conversation_id)s
 """
 
 
@@ -97,23 +103,29 @@ async def sweep_orphans(db: Db, live: list[str], grace_s: float) -> Row:
 # messages ------------------------------------------------------------------------------------
 
 MESSAGE_COLUMNS = "id, conversation_id, turn_id, role, content, partial, created_at"
-INSERT_MESSAGE = """
-INSERT INTO messages (id, conversation_id, turn_id, role, content, partial)
-VALUES (%(id)s, %(conversation_id)s, %(turn_id)s, %(role)s, %(content)s, %(partial)s)
-ON CONFLICT (id) DO NOTHING
+INSERT_MESSAGE = f"""
+WITH ins AS (
+    INSERT INTO messages (id, conversation_id, turn_id, role, content, partial, parent_id)
+    VALUES (%(id)s, %(conversation_id)s, %(turn_id)s, %(role)s, %(content)s, %(partial)s,
+            {_TIP})
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+)
+UPDATE conversations SET leaf_id = (SELECT id FROM ins)
+ WHERE id = %(conversation_id)s AND EXISTS (SELECT 1 FROM ins)
 """
 GET_MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = %(id)s"
 # One statement: the message, the conversation's activity, and its title when it has none
 # yet (`title` is the title rule applied to the content, used for a user message only).
 APPEND = f"""
 WITH ins AS (
-    INSERT INTO messages (id, conversation_id, role, content)
-    VALUES (%(id)s, %(conversation_id)s, %(role)s, %(content)s)
+    INSERT INTO messages (id, conversation_id, role, content, parent_id)
+    VALUES (%(id)s, %(conversation_id)s, %(role)s, %(content)s, {_TIP})
     ON CONFLICT (id) DO NOTHING
     RETURNING {MESSAGE_COLUMNS}
 ), touched AS (
     UPDATE conversations
-       SET last_activity_at = now(),
+       SET last_activity_at = now(), leaf_id = (SELECT id FROM ins),
            title = CASE WHEN title = '' AND %(role)s = 'user' THEN %(title)s ELSE title END
      WHERE id = %(conversation_id)s AND owner = %(owner)s AND EXISTS (SELECT 1 FROM ins)
 )

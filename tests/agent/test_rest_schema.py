@@ -33,6 +33,7 @@ OPERATIONS = [
     ("DELETE", "/api/assistant/conversations/{conversation_id}"),
     ("POST", "/api/assistant/conversations/{conversation_id}/restore"),
     ("POST", "/api/assistant/conversations/{conversation_id}/messages"),
+    ("POST", "/api/assistant/conversations/{conversation_id}/branch"),
     ("GET", "/api/assistant/history"),
 ]
 

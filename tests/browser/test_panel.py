@@ -1,7 +1,7 @@
 """The panel (web/, issue 19) in headless Chromium against the real stack: the page the agent
 serves at /api/agent/ui/ through every row of docs/ux.md's UX tests table (panel.test.mjs), issue
 36's daily use (daily.test.mjs), and the library imported by a minimal host app that drives one
-turn (host.test.mjs, host/).
+turn (host.test.mjs, host/), and issue 35's branches (branches.test.mjs).
 
 One stack for the module: agent A (offline planner paced at 30 tokens/s, so streams can be
 watched, stopped and cut) and agent B (its model the OpenAI-compatible stub, which a test makes
@@ -106,6 +106,14 @@ def test_daily_use(panel_stack: Stack, tmp_path: Path) -> None:
     shots = tmp_path / "screenshots"
     _node(panel_stack, "daily.test.mjs", shots, 540)
     assert len(list(shots.glob("d*.png"))) >= 9, "a screenshot of every new state"
+
+
+def test_branches(panel_stack: Stack, tmp_path: Path) -> None:
+    """Issue 35 (branches.test.mjs): edit, the version picker by keyboard, regenerate; axe
+    clean. Before the 002 rows, whose last test stops agent A."""
+    shots = tmp_path / "screenshots"
+    _node(panel_stack, "branches.test.mjs", shots, 240)
+    assert len(list(shots.glob("b*.png"))) >= 3, "a screenshot of every new state"
 
 
 @pytest.mark.timeout(600)

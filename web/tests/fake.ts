@@ -162,6 +162,10 @@ export class FakeRest implements Rest {
     this.calls.push(`cancel ${cid} ${runId} ${tabId}`);
     return this.#get(this.cancelAnswer);
   }
+  branch(cid: string, messageId: string, tabId: string) {
+    this.calls.push(`branch ${cid} ${messageId} ${tabId}`);
+    return Promise.resolve({ conversation_id: cid, leaf_id: messageId });
+  }
   async remove(id: string) {
     this.calls.push(`delete ${id}`);
     return { id, title: "t", created_at: "", last_activity_at: "", is_archived: true, archived_at: "" };

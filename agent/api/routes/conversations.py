@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, Security, status
+from pydantic import BaseModel, Field, StringConstraints
 
 from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, RestWriter, ServicesDep
@@ -20,6 +21,7 @@ from agentchat.agent.api.models import (
     Message,
     MessageIn,
 )
+from agentchat.agent.api.routes.cancel import TabId
 from agentchat.agent.chat.attachments import forget_conversation
 from agentchat.agent.storage import conversations
 from agentchat.agent.storage import turns as turn_records
@@ -103,3 +105,28 @@ async def append_message(conversation_id: str, body: MessageIn, user: RestWriter
     if not created:
         response.status_code = status.HTTP_200_OK
     return message
+
+
+class BranchBody(BaseModel):
+    message_id: Annotated[str, StringConstraints(min_length=1, max_length=128,
+                                                 pattern=r"^[A-Za-z0-9._:-]+$")]
+    tab_id: TabId | None = Field(default=None, description="/chat's tab_id: the tab whose "
+                                 "lease the switch takes (another tab's lease: 409)")
+
+
+class ActiveBranch(BaseModel):
+    conversation_id: str
+    leaf_id: str = Field(description="the active branch's last message")
+
+
+@router.post("/{conversation_id}/branch", response_model=ActiveBranch,
+             responses=error_responses(400, 401, 404, 409, 422, 429, 503))
+async def switch_branch(conversation_id: str, body: BranchBody, user: RestWriter,
+                        services: ServicesDep) -> dict[str, Any]:
+    """Make the branch through `message_id` (one of a message's `siblings`) the active one:
+    history shows it, and the next message continues it (issue 35). Refused with 409
+    CONVERSATION_BUSY while a card waits for an answer or a run is live."""
+    leaf = await services.chat.switch_branch(
+        owner=user.sub, conversation_id=conversation_id, message_id=body.message_id,
+        tab=body.tab_id or f"rest:{user.sub}")
+    return {"conversation_id": conversation_id, "leaf_id": leaf}

@@ -55,7 +55,7 @@ const HISTORY_PAGE = 50;
 
 /** One submit being read. */
 interface Current {
-  kind: "message" | "resume" | "retry" | "join";
+  kind: "message" | "resume" | "retry" | "join" | "fork";
   item: AssistantItem;
   text: string; // the user's text of a new message (back to the input when refused)
   runId: string | null;
@@ -119,6 +119,8 @@ export class ChatModel {
   #ticker: ReturnType<typeof setInterval> | null = null;
   #ticks = 0;
   #polling = false;
+  /** The items before an edit or a regenerate, put back when it is refused before a run. */
+  #beforeFork: Item[] | null = null;
 
   constructor(opts: ModelOptions) {
     this.#o = { reconnectAttempts: 5, reconnectDelayS: 5, armS: 10, pollEveryS: 5, heartbeatS: 15, ...opts };
@@ -227,6 +229,49 @@ export class ChatModel {
     const payload = this.#payload(t, null);
     payload.message.files = files;
     void this.#run(payload, item, "message", t);
+  }
+
+  /** Edit a stored user message (docs/protocol.md §4, "Branches"): the new text runs on a new
+   * branch from just before it; the picker then shows both. */
+  edit(messageId: string, text: string): void {
+    const t = text.trim();
+    const at = this.items.findIndex((i) => i.id === messageId && i.kind === "user");
+    if (!t || at < 0) return;
+    this.#fork(at, t, "edit", messageId);
+  }
+
+  /** Regenerate a stored answer: its user message runs again on a new branch. */
+  regenerate(messageId: string): void {
+    let at = this.items.findIndex((i) => i.id === messageId && i.kind === "assistant");
+    while (at > 0 && this.items[at]?.kind !== "user") at--;
+    const user = this.items[at];
+    if (at < 0 || user?.kind !== "user") return;
+    this.#fork(at, user.text, "regenerate", messageId);
+  }
+
+  #fork(at: number, text: string, action: "edit" | "regenerate", messageId: string): void {
+    if (!this.canSend || !this.conversationId) return;
+    this.#beforeFork = [...this.items];
+    this.items = this.items.slice(0, at);
+    this.items.push({ kind: "user", id: id("u"), text });
+    const item = this.#newAssistant();
+    const payload = this.#payload(action === "edit" ? text : "", action);
+    payload.message.message_id = messageId;
+    void this.#run(payload, item, "fork", text);
+  }
+
+  /** The picker: the branch through `messageId` becomes the active one, and is shown. */
+  async switchBranch(messageId: string | undefined): Promise<void> {
+    const cid = this.conversationId;
+    if (!cid || !messageId || !this.canSend) return;
+    try {
+      await deadline(this.#o.rest.branch(cid, messageId, this.#o.tabId), HANG_MS);
+    } catch (e) {
+      const code = e instanceof RestError ? e.code : "INTERNAL";
+      this.error = { kind: "not_sent", code, text: e instanceof RestError ? e.detail || code : String(e), retryable: false };
+      return;
+    }
+    await this.openConversation(cid);
   }
 
   /** Stop: submission.cancel(); the partial answer stays (streaming ──[cancel]──→ idle). A run
@@ -412,6 +457,10 @@ export class ChatModel {
         }
         return;
       }
+      case "forked":
+        // An edit's or a regenerate's first event (docs/protocol.md §4, "Branches"); history
+        // shows the new branch with its alternatives once the answer is in.
+        return;
       case "error":
         cur.terminal = true;
         this.#streamError(ev, cur);
@@ -423,6 +472,8 @@ export class ChatModel {
         if (cur.deniedAlternatives) item.parts.push({ kind: "alternatives", alternatives: cur.deniedAlternatives });
         this.state = "idle";
         this.#o.onConversationsChanged?.();
+        // A fork's answer: history has the new branch's ids and its alternatives.
+        if (cur.kind === "fork" && this.conversationId) void this.openConversation(this.conversationId);
     }
   }
 
@@ -469,7 +520,11 @@ export class ChatModel {
       return;
     }
     for (const c of pendingCards(this.items)) c.answering = false;
-    if (m.run_id === null && cur.kind === "message") {
+    if (m.run_id === null && cur.kind === "fork" && this.#beforeFork) {
+      // An edit or a regenerate refused (a card waits, a run is live): nothing changed.
+      this.items = this.#beforeFork;
+      this.error = { kind: "not_sent", code, text: ev.content, retryable: false };
+    } else if (m.run_id === null && cur.kind === "message") {
       // Refused before a run existed (busy, rate limit, bad input): nothing was stored, so a
       // retry would re-run the previous turn. The text goes back to the input instead.
       dropTurn(this.items, cur.item);

@@ -10,7 +10,7 @@ export function fromHistory(messages: HistoryMessage[], now: number, armMs: numb
   const items: Item[] = [];
   for (const m of messages) {
     if (m.role === "user") {
-      items.push({ kind: "user", id: m.id, text: m.content });
+      items.push({ kind: "user", id: m.id, text: m.content, stored: true, siblings: m.siblings ?? null });
       continue;
     }
     const parts: Part[] = [];
@@ -27,7 +27,7 @@ export function fromHistory(messages: HistoryMessage[], now: number, armMs: numb
       parts.push(card);
     }
     if (m.content) parts.push({ kind: "text", runId: null, text: m.content });
-    items.push({ kind: "assistant", id: m.id, parts, partial: m.partial });
+    items.push({ kind: "assistant", id: m.id, parts, partial: m.partial, stored: true });
   }
   return items;
 }

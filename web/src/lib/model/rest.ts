@@ -60,5 +60,7 @@ export function createRest(opts: RestOptions): Rest {
     active: (cid) => call<Active>(`${g}/conversations/${enc(cid)}/active`),
     cancelRun: (cid, runId, tabId) =>
       call(`${g}/conversations/${enc(cid)}/runs/${enc(runId)}/cancel`, "POST", { tab_id: tabId }),
+    branch: (cid, messageId, tabId) =>
+      call(`${a}/conversations/${enc(cid)}/branch`, "POST", { message_id: messageId, tab_id: tabId }),
   };
 }

@@ -46,8 +46,10 @@ export interface ChatPayload {
     confirm_id?: string;
     run_id?: string;
     last_seq?: number;
+    /** An edit's user message, a regenerate's answer (docs/protocol.md §4, "Branches"). */
+    message_id?: string;
   };
-  action: "confirm" | "deny" | "retry" | "join" | null;
+  action: "confirm" | "deny" | "retry" | "join" | "edit" | "regenerate" | null;
   conversation_id: string | null;
   uicontext: string | null;
   env_id: string | null;
@@ -90,8 +92,17 @@ export interface HistoryConfirmation {
   card: Record<string, unknown>;
 }
 
+/** A message's alternatives (edits, regenerations): what the `‹ 2/3 ›` picker shows. */
+export interface Siblings {
+  index: number;
+  count: number;
+  ids: string[];
+}
+
 export interface HistoryMessage {
   id: string;
+  parent_id?: string | null;
+  siblings?: Siblings | null;
   conversation_id: string;
   turn_id: string;
   role: "user" | "assistant";
@@ -136,6 +147,8 @@ export interface Rest {
   active(conversationId: string): Promise<Active>;
   /** Stop by run_id (docs/protocol.md §4): a run this tab joined rather than submitted. */
   cancelRun(conversationId: string, runId: string, tabId: string): Promise<{ run_id: string; status: string }>;
+  /** Make the branch through `messageId` the active one (docs/protocol.md §4, "Branches"). */
+  branch(conversationId: string, messageId: string, tabId: string): Promise<{ conversation_id: string; leaf_id: string }>;
 }
 
 /** A Gradio file object (docs/protocol.md §1) from the upload route. */
@@ -218,6 +231,9 @@ export interface UserItem {
   text: string;
   /** The names of the files sent with it. */
   files?: string[];
+  /** Stored (from history): it can be edited, and has these alternatives. */
+  stored?: boolean;
+  siblings?: Siblings | null;
 }
 
 export interface AssistantItem {
@@ -225,6 +241,8 @@ export interface AssistantItem {
   id: string;
   parts: Part[];
   partial: boolean;
+  /** Stored (from history): it can be regenerated. */
+  stored?: boolean;
 }
 
 export type Item = UserItem | AssistantItem;
