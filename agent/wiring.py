@@ -12,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from agentchat.agent.audit.retention import Retention
 from agentchat.agent.audit.trail import AuditTrail
+from agentchat.agent.chat.approvals import Approvals
 from agentchat.agent.chat.card_answers import CardAnswers
 from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.join import RunListener
@@ -53,6 +54,7 @@ class Services:
     listener: RunListener
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
+    approvals: Approvals  # answers by someone else (issue 34), the inbox
     sweeper: Sweeper | None = None
     drain_started: float | None = None
 
@@ -137,7 +139,9 @@ async def build_services(settings: AgentSettings) -> Services:
                     llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
                     sweeper=sweeper,
                     rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
-                                          "writes"))
+                                          "writes"),
+                    approvals=Approvals(pool=pool, chat=chat, policy=deps.policy,
+                                        catalogs=catalogs, audit=audit))
 
 
 class ServiceHolder:

@@ -355,4 +355,35 @@ MIGRATIONS: list[str | Online] = [
     """
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS stop_requested_at timestamptz;
     """,
+    # N: approvals by someone else (issue 34, docs/protocol.md §11): a card whose policy mode is
+    # `other` is an approval; each approver's answer is a row of its own (one per person).
+    """
+    CREATE TABLE IF NOT EXISTS approvals (
+        approval_id      text PRIMARY KEY REFERENCES confirmations(confirm_id) ON DELETE CASCADE,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        requester        text NOT NULL,
+        tool             text NOT NULL,
+        environment      text,
+        args_digest      text NOT NULL,
+        approvers        jsonb NOT NULL,          -- the roles that may approve
+        quorum           int NOT NULL,
+        rule             jsonb NOT NULL,          -- the sidecar's `approval` object
+        tab_id           text,                    -- the requester's tab: the resume's lease
+        status           text NOT NULL DEFAULT 'pending',  -- pending | approved | denied
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        expires_at       timestamptz NOT NULL,
+        decided_at       timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS approvals_inbox ON approvals (created_at DESC, approval_id DESC);
+    CREATE TABLE IF NOT EXISTS approval_answers (
+        approval_id      text NOT NULL REFERENCES approvals(approval_id) ON DELETE CASCADE,
+        approver         text NOT NULL,
+        decision         text NOT NULL,           -- approve | deny
+        comment          text NOT NULL DEFAULT '',
+        channel          text NOT NULL,           -- rest | panel
+        decision_id      text,                    -- the sidecar's check of the approver
+        at               timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (approval_id, approver)
+    );
+    """,
 ]

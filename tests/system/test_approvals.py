@@ -1,0 +1,253 @@
+"""Approvals by someone else (issue 34), from outside: real sandbox, sidecar, agent and
+PostgreSQL, the offline model, the REST API as an approver's client would call it.
+
+- bob asks a prod deploy (mode `other`): the card carries `approval` and his Confirm is refused;
+  alice approves through `POST /api/agent/approvals/{id}` with the card's digest; the turn
+  resumes as a new run (bob's tab joins it); the sandbox shows one deploy; the audit record
+  has both people.
+- The refusals: bob approving his own, carol (no approver role), a wrong digest, a second
+  answer, after expiry, after bob cancelled: each its code, and nothing changes.
+- Quorum 2: one approval leaves it pending, the second person's runs it.
+- The inbox: pending, answered and expired lists, never one's own requests, keyset pages; one
+  approval with its context.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentchat.settings import PACKAGE_DATA
+from testkit.raw_chat import Outcome, RawChat
+from testkit.reliability import say
+from testkit.stack import Stack, stack_on_own_database
+
+# Prod deploys: one approver; prod deletes: two; ss-stage deploys expire in 3 s.
+APPROVALS = """
+rules:
+  - tools: [deploy_dashboard]
+    environments: [prod]
+    mode: other
+    approvers: [approver, admin]
+  - tools: [destructive]
+    environments: [prod]
+    mode: other
+    approvers: [approver, admin]
+    quorum: 2
+  - tools: [deploy_dashboard]
+    environments: [ss-stage]
+    mode: other
+    approvers: [approver, admin]
+    expires_after_minutes: 0.05
+"""
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
+          migrated_template: str) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("approvals")
+    policy = tmp / "policy"
+    shutil.copytree(PACKAGE_DATA / "policy", policy)
+    (policy / "approvals.yaml").write_text(APPROVALS)
+    with stack_on_own_database(pg_server, migrated_template, tmp,
+                               policy_env={"AGENTCHAT_POLICY_DIR": str(policy)}) as s:
+        yield s
+
+
+def people(stack: Stack) -> dict[str, str]:
+    return {"bob": stack.token("bob", ["editor", "admin@prod"]),
+            "alice": stack.token("alice", ["admin"]),
+            "dave": stack.token("dave", ["approver@prod", "admin@prod"]),
+            "carol": stack.token("carol", ["editor"])}
+
+
+def ask(stack: Stack, token: str, text: str) -> tuple[RawChat, Outcome]:
+    tab = RawChat(stack.agent.url, token, None)  # type: ignore[arg-type]
+    out = say(stack.agent, token, text, tab=tab, timeout=60)
+    assert out.kind == "confirm_required", out.types()
+    return tab, out
+
+
+def answer(stack: Stack, token: str, approval_id: str, **body: Any) -> httpx.Response:
+    return httpx.post(f"{stack.agent.url}/api/agent/approvals/{approval_id}", json=body,
+                      headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def get(stack: Stack, token: str, path: str, **params: Any) -> httpx.Response:
+    return httpx.get(f"{stack.agent.url}/api/agent/{path}", params=params, timeout=30,
+                     headers={"Authorization": f"Bearer {token}"})
+
+
+def deploys(stack: Stack, env: str = "prod") -> list[dict[str, Any]]:
+    return [a for a in stack.audit(operation="deploy_dashboard")
+            if a["env"] == env and a["outcome"] == "ok"]
+
+
+def wait_run(stack: Stack, token: str, cid: str, run_id: str) -> Outcome:
+    """The resumed run as the requester's tab sees it: /active names it, a join follows it."""
+    active = get(stack, token, f"conversations/{cid}/active").json()
+    assert active["run"]["run_id"] == run_id, active
+    joined = say(stack.agent, token, {"text": "", "files": [], "action": "join",
+                                      "conversation_id": cid, "run_id": run_id}, timeout=60)
+    assert joined.kind == "final", joined.types()
+    return joined
+
+
+def test_four_eyes_someone_else_approves_and_it_runs_once(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    tab, card = ask(stack, who["bob"], "задеплой дашборд 42 в прод")
+    approval = card.last["approval"]
+    assert approval["mode"] == "other" and approval["quorum"] == 1
+    assert approval["approvers"] == ["approver", "admin"]
+    assert approval["approval_id"] == card.last["confirm_id"]
+    assert approval["approve_url"].endswith("/approvals/" + approval["approval_id"])
+    assert approval["args_digest"].startswith("sha256:")
+    # Four hours, not the five-minute card TTL.
+    assert card.last["expires_at"] == approval["expires_at"]
+    cid = card.conversation_id or ""
+    # bob cannot confirm it himself in the chat.
+    mine = say(stack.agent, who["bob"], "__resume__", "confirm", cid, tab=tab, timeout=60)
+    assert mine.kind == "error" and mine.last["code"] == "FORBIDDEN", mine.types()
+    assert deploys(stack) == []
+    # alice approves with the card's digest: the turn resumes as a new run, and runs once.
+    got = answer(stack, who["alice"], approval["approval_id"], decision="approve",
+                 args_digest=approval["args_digest"], comment="change 1234")
+    assert got.status_code == 200, got.text
+    body = got.json()
+    assert (body["status"], body["approvals"], body["quorum"]) == ("approved", 1, 1)
+    assert body["run_id"]
+    joined = wait_run(stack, who["bob"], cid, body["run_id"])
+    assert [e["result"] for e in joined.of("confirm_resolved")] == ["confirmed"]
+    assert [e["tool"] for e in joined.of("tool_end")] == ["deploy_dashboard"]
+    ran = deploys(stack)
+    assert len(ran) == 1 and ran[0]["idempotency_key"] == approval["approval_id"]
+    # The audit record joins both people: bob asked, alice approved, then it ran.
+    recs = get(stack, who["bob"], "audit", conversation_id=cid).json()["items"]
+    assert len(recs) == 1
+    rec = recs[0]
+    assert rec["owner"] == "bob" and rec["outcome"] == "ok"
+    stages = [(s["stage"], s["detail"].get("kind") or s["detail"].get("by")) for s in
+              rec["stages"]]
+    assert stages == [("decision", "check"), ("card", None), ("decision", "approver_check"),
+                      ("answer", "alice"), ("execution", None)]
+    shown = rec["stages"][1]["detail"]["approval"]
+    assert shown["mode"] == "other" and shown["approval_id"] == approval["approval_id"]
+    said = rec["stages"][3]["detail"]
+    assert (said["channel"], said["action"], said["result"], said["comment"]) == (
+        "rest", "approve", "approved", "change 1234")
+    assert rec["stages"][4]["detail"]["decision_id"] == rec["stages"][2]["detail"]["decision_id"]
+    # A second answer, now that it ran: refused, and nothing runs again.
+    again = answer(stack, who["dave"], approval["approval_id"], decision="approve",
+                   args_digest=approval["args_digest"])
+    assert (again.status_code, again.json()["code"]) == (409, "NO_PENDING_CONFIRMATION")
+    assert len(deploys(stack)) == 1
+
+
+def refused(resp: httpx.Response, status: int, code: str) -> None:
+    assert (resp.status_code, resp.json().get("code")) == (status, code), resp.text
+
+
+def test_the_refusals_change_nothing(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    tab, card = ask(stack, who["bob"], "задеплой дашборд 43 в прод")
+    approval = card.last["approval"]
+    aid, digest = approval["approval_id"], approval["args_digest"]
+    refused(answer(stack, who["bob"], aid, decision="approve", args_digest=digest),
+            403, "FORBIDDEN")
+    refused(answer(stack, who["carol"], aid, decision="approve", args_digest=digest),
+            403, "FORBIDDEN")
+    refused(answer(stack, who["alice"], aid, decision="approve",
+                   args_digest="sha256:" + "0" * 64), 409, "STALE_CONFIRMATION")
+    refused(answer(stack, who["alice"], aid, decision="maybe", args_digest=digest),
+            422, "INVALID_REQUEST")
+    refused(answer(stack, who["alice"], "no-such-approval", decision="approve",
+                   args_digest=digest), 404, "NOT_FOUND")
+    one = get(stack, who["alice"], f"approvals/{aid}").json()
+    assert one["status"] == "pending" and one["answers"] == []
+    # bob cancels (denies his own card): a later approval runs nothing.
+    cid = card.conversation_id or ""
+    cancelled = say(stack.agent, who["bob"], "__resume__", "deny", cid, tab=tab, timeout=60)
+    assert [e["result"] for e in cancelled.of("confirm_resolved")] == ["denied"]
+    refused(answer(stack, who["alice"], aid, decision="approve", args_digest=digest),
+            409, "NO_PENDING_CONFIRMATION")
+    assert get(stack, who["alice"], f"approvals/{aid}").json()["status"] == "cancelled"
+    # After expiry (ss-stage approvals live 3 s here).
+    _, late = ask(stack, who["bob"], "задеплой дашборд 44 в ss-stage")
+    stale = late.last["approval"]
+    time.sleep(3.5)
+    refused(answer(stack, who["alice"], stale["approval_id"], decision="approve",
+                   args_digest=stale["args_digest"]), 409, "APPROVAL_EXPIRED")
+    assert deploys(stack) == [] and deploys(stack, "ss-stage") == []
+
+
+def test_quorum_two_needs_two_people(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    _, card = ask(stack, who["bob"], "удали дашборд 45 в прод")
+    approval = card.last["approval"]
+    aid, digest = approval["approval_id"], approval["args_digest"]
+    assert approval["quorum"] == 2
+    first = answer(stack, who["alice"], aid, decision="approve", args_digest=digest)
+    assert first.status_code == 200 and first.json()["status"] == "pending", first.text
+    assert first.json()["run_id"] is None
+    refused(answer(stack, who["alice"], aid, decision="approve", args_digest=digest),
+            409, "ALREADY_ANSWERED")
+    assert [a for a in stack.audit(operation="delete_dashboard") if a["outcome"] == "ok"] == []
+    second = answer(stack, who["dave"], aid, decision="approve", args_digest=digest)
+    assert second.status_code == 200, second.text
+    assert (second.json()["status"], second.json()["approvals"]) == ("approved", 2)
+    joined = wait_run(stack, who["bob"], card.conversation_id or "", second.json()["run_id"])
+    assert [e["tool"] for e in joined.of("tool_end")] == ["delete_dashboard"]
+    ran = [a for a in stack.audit(operation="delete_dashboard") if a["outcome"] == "ok"]
+    assert len(ran) == 1 and ran[0]["user_actor"] == "dave"
+
+
+def test_an_approver_deny_ends_it_and_the_inbox_lists_what_one_may_answer(
+        stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    _, one = ask(stack, who["bob"], "задеплой дашборд 46 в прод")
+    _, two = ask(stack, who["bob"], "задеплой дашборд 47 в прод")
+    ids = [one.last["confirm_id"], two.last["confirm_id"]]
+    page = get(stack, who["alice"], "approvals", status="pending", limit=1).json()
+    assert [i["approval_id"] for i in page["items"]] == [ids[1]]  # newest first
+    rest = get(stack, who["alice"], "approvals", status="pending", limit=1,
+               cursor=page["next_cursor"]).json()
+    assert [i["approval_id"] for i in rest["items"]] == [ids[0]]
+    # Never one's own requests; not listed for a person without an approver role.
+    assert get(stack, who["bob"], "approvals").json()["items"] == []
+    assert get(stack, who["carol"], "approvals").json()["items"] == []
+    refused(get(stack, who["carol"], f"approvals/{ids[0]}"), 404, "NOT_FOUND")
+    detail = get(stack, who["alice"], f"approvals/{ids[0]}").json()
+    assert detail["message"] == "задеплой дашборд 46 в прод"
+    assert detail["tool_args"] == {"dashboard_id": 46, "env_id": "prod"}
+    assert detail["prompt"] == one.last["prompt"] and detail["rule"]["rule"] == 1
+    assert detail["requester"] == "bob" and detail["environment"] == "prod"
+    # alice denies one: the turn resumes with the deny and nothing runs.
+    denied = answer(stack, who["alice"], ids[0], decision="deny",
+                    args_digest=detail["args_digest"], comment="not during the freeze")
+    assert denied.status_code == 200 and denied.json()["status"] == "denied", denied.text
+    joined = wait_run(stack, who["bob"], one.conversation_id or "", denied.json()["run_id"])
+    assert [e["result"] for e in joined.of("confirm_resolved")] == ["denied"]
+    assert deploys(stack) == []
+    answered = get(stack, who["alice"], "approvals", status="answered").json()["items"]
+    assert ids[0] in [i["approval_id"] for i in answered]
+    assert ids[0] not in [i["approval_id"] for i in
+                          get(stack, who["alice"], "approvals").json()["items"]]
+    refused(get(stack, who["alice"], "approvals", status="all"), 422, "INVALID_REQUEST")
+
+
+def test_the_shipped_policy_makes_prod_deploys_migrations_and_deletes_other() -> None:
+    from agentchat.policy.rules import read_folder
+
+    rules = read_folder(Path(PACKAGE_DATA / "policy")).approvals
+    assert [(r.tools, r.environments, r.mode) for r in rules] == [
+        (("deploy_dashboard", "start_migration", "destructive"), ("prod",), "other")]
