@@ -16,6 +16,7 @@ from agentchat.agent.chat.approvals import Approvals
 from agentchat.agent.chat.card_answers import CardAnswers
 from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.join import RunListener
+from agentchat.agent.chat.notify import Notifications
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.sweeper import Sweeper
 from agentchat.agent.chat.turn_starts import TurnStarts
@@ -55,6 +56,7 @@ class Services:
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
     approvals: Approvals  # answers by someone else (issue 34), the inbox
+    notifications: Notifications | None = None  # their outbox's delivery
     sweeper: Sweeper | None = None
     drain_started: float | None = None
 
@@ -73,6 +75,8 @@ class Services:
         already), their events are stored, and the rest are marked lost for their joiners."""
         self.start_draining()
         await self.catalogs.aclose()
+        if self.notifications is not None:
+            await self.notifications.aclose()
         if self.sweeper is not None:
             await self.sweeper.aclose()
         loop = asyncio.get_running_loop()
@@ -133,6 +137,8 @@ async def build_services(settings: AgentSettings) -> Services:
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
     catalogs.start()
+    notifications = Notifications(settings, pool, http)
+    notifications.start()
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, selection=selection, verifier=verifier, tokens=tokens,
                     dev_issuer=dev_issuer,
@@ -141,7 +147,8 @@ async def build_services(settings: AgentSettings) -> Services:
                     rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
                                           "writes"),
                     approvals=Approvals(pool=pool, chat=chat, policy=deps.policy,
-                                        catalogs=catalogs, audit=audit))
+                                        catalogs=catalogs, audit=audit),
+                    notifications=notifications)
 
 
 class ServiceHolder:

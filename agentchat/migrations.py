@@ -372,7 +372,10 @@ MIGRATIONS: list[str | Online] = [
         status           text NOT NULL DEFAULT 'pending',  -- pending | approved | denied
         created_at       timestamptz NOT NULL DEFAULT now(),
         expires_at       timestamptz NOT NULL,
-        decided_at       timestamptz
+        decided_at       timestamptz,
+        escalate_at      timestamptz,             -- null: never escalated
+        escalated_at     timestamptz,
+        expired_notified_at timestamptz
     );
     CREATE INDEX IF NOT EXISTS approvals_inbox ON approvals (created_at DESC, approval_id DESC);
     CREATE TABLE IF NOT EXISTS approval_answers (
@@ -385,5 +388,22 @@ MIGRATIONS: list[str | Online] = [
         at               timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (approval_id, approver)
     );
+    -- The notifications' outbox: written in the approval's transaction, delivered at least
+    -- once by any replica (its id in the body for deduplication); `channels` still to do.
+    CREATE TABLE IF NOT EXISTS approval_outbox (
+        id               text PRIMARY KEY,
+        approval_id      text NOT NULL,           -- no foreign key: it outlives the approval
+        event            text NOT NULL,
+        body             jsonb NOT NULL,
+        channels         text[] NOT NULL,         -- webhook, email: those not yet delivered
+        attempts         int NOT NULL DEFAULT 0,
+        next_at          timestamptz NOT NULL DEFAULT now(),
+        delivered_at     timestamptz,
+        sent             jsonb NOT NULL DEFAULT '[]',  -- what went where, for the audit
+        last_error       text,
+        created_at       timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX IF NOT EXISTS approval_outbox_due ON approval_outbox (next_at)
+        WHERE delivered_at IS NULL;
     """,
 ]

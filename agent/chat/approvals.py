@@ -26,6 +26,7 @@ from agentchat.agent.chat.request import ChatRequest
 from agentchat.agent.graph.cards import APPROVE_PATH
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.storage import approvals as records
+from agentchat.agent.storage import outbox
 from agentchat.agent.storage.db import Db, Row, connection
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import conversation_lock
@@ -102,6 +103,9 @@ class Approvals:
                     raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                          "this approval was already decided")
                 await self._audit(conn, row, approver, body, check, decided or "pending")
+                await outbox.enqueue(conn, approval_id, "approval_answered", {
+                    "approver": approver.sub, "decision": body.decision,
+                    "status": decided or "pending", "comment": body.comment})
         run_id = None
         if decided is not None:
             run_id = await self._resume(row, token, decided, check)

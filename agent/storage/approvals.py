@@ -23,11 +23,14 @@ Conn = psycopg.AsyncConnection[Any]
 
 ADD_APPROVAL = """
 INSERT INTO approvals (approval_id, conversation_id, requester, tool, environment, args_digest,
-                       approvers, quorum, rule, tab_id, expires_at)
+                       approvers, quorum, rule, tab_id, expires_at, escalate_at)
 SELECT %(approval_id)s, c.id, c.owner, %(tool)s, %(environment)s, %(args_digest)s,
-       %(approvers)s, %(quorum)s, %(rule)s, %(tab)s, %(expires_at)s
+       %(approvers)s, %(quorum)s, %(rule)s, %(tab)s, %(expires_at)s,
+       CASE WHEN %(escalate_s)s::float8 > 0
+            THEN now() + make_interval(secs => %(escalate_s)s::float8) END
   FROM conversations c WHERE c.id = %(conversation_id)s
 ON CONFLICT (approval_id) DO NOTHING
+RETURNING approval_id
 """
 
 # The effective status: the approval's own once decided, else what became of its card.
@@ -40,7 +43,7 @@ STATUS = """CASE WHEN a.status <> 'pending' THEN a.status
 _SELECT = f"""
 SELECT a.approval_id, a.conversation_id, a.requester, a.tool, a.environment, a.args_digest,
        a.approvers, a.quorum, a.rule, a.tab_id, a.status AS own_status, a.created_at,
-       a.expires_at, a.decided_at, c.payload AS card, c.turn_id, c.call_id,
+       a.expires_at, a.decided_at, a.escalated_at, c.payload AS card, c.turn_id, c.call_id,
        {STATUS} AS status,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                     'approver', x.approver, 'decision', x.decision, 'comment', x.comment,
@@ -89,14 +92,16 @@ STATUS_FILTERS = {"pending": ["pending"], "expired": ["expired"],
 
 
 async def add_approval(db: Db, *, approval_id: str, conversation_id: str, card: dict[str, Any],
-                       rule: dict[str, Any], tab: str, expires_at: datetime) -> None:
+                       rule: dict[str, Any], tab: str, expires_at: datetime) -> bool:
+    """The approval of a card, once (False: stored before)."""
     approval = card["approval"]
-    await fetch_one(db, ADD_APPROVAL, {
+    return await fetch_one(db, ADD_APPROVAL, {
         "approval_id": approval_id, "conversation_id": conversation_id,
         "tool": card["tool_name"], "environment": card.get("env_context"),
         "args_digest": approval["args_digest"], "approvers": json.dumps(approval["approvers"]),
         "quorum": approval["quorum"], "rule": json.dumps(rule), "tab": tab,
-        "expires_at": expires_at})
+        "expires_at": expires_at,
+        "escalate_s": float(rule.get("escalate_after_s") or 0)}) is not None
 
 
 async def get_approval(db: Db, approval_id: str, *, lock: bool = False) -> Row | None:

@@ -10,23 +10,37 @@ PostgreSQL, the offline model, the REST API as an approver's client would call i
 - Quorum 2: one approval leaves it pending, the second person's runs it.
 - The inbox: pending, answered and expired lists, never one's own requests, keyset pages; one
   approval with its context.
+- Notifications: a real HTTP receiver gets the signed webhook of a request, an answer, an
+  escalation and an expiry; down for a while, it gets them after it comes back, once per
+  notification id; a real SMTP server (aiosmtpd) gets the e-mail with the link.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import shutil
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from email import message_from_bytes
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from aiosmtpd.controller import Controller
 
 from agentchat.settings import PACKAGE_DATA
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import say
 from testkit.stack import Stack, stack_on_own_database
+from testkit.support import free_port
+
+SECRET = "approvals-webhook-secret"
 
 # Prod deploys: one approver; prod deletes: two; ss-stage deploys expire in 3 s.
 APPROVALS = """
@@ -45,18 +59,108 @@ rules:
     mode: other
     approvers: [approver, admin]
     expires_after_minutes: 0.05
+    escalate_after_minutes: 0.02
 """
 
 
+class Receiver:
+    """A real HTTP server taking webhooks; `down()` closes its socket, `up()` reopens it on the
+    same port (a receiver restarting)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.got: list[tuple[dict[str, str], bytes]] = []
+        self.server: ThreadingHTTPServer | None = None
+
+    def up(self) -> None:
+        got = self.got
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                got.append(({k.lower(): v for k, v in self.headers.items()}, raw))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every delivery's body, after checking its signature."""
+        out = []
+        for headers, raw in list(self.got):
+            stamp = headers["x-agentchat-timestamp"]
+            mac = hmac.new(SECRET.encode(), stamp.encode() + b"." + raw, hashlib.sha256)
+            assert headers["x-agentchat-signature"] == "sha256=" + mac.hexdigest()
+            assert abs(time.time() - int(stamp)) < 120
+            out.append(json.loads(raw))
+        return out
+
+
+class Mailbox:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append(message_from_bytes(envelope.content))
+        return "250 OK"
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
-          migrated_template: str) -> Iterator[Stack]:
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    r.up()
+    yield r
+    if r.server is not None:
+        r.down()
+
+
+@pytest.fixture(scope="module")
+def mailbox() -> Iterator[tuple[Mailbox, int]]:
+    box, port = Mailbox(), free_port()
+    controller = Controller(box, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield box, port
+    controller.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str, migrated_template: str,
+          receiver: Receiver, mailbox: tuple[Mailbox, int]) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("approvals")
     policy = tmp / "policy"
     shutil.copytree(PACKAGE_DATA / "policy", policy)
     (policy / "approvals.yaml").write_text(APPROVALS)
-    with stack_on_own_database(pg_server, migrated_template, tmp,
-                               policy_env={"AGENTCHAT_POLICY_DIR": str(policy)}) as s:
+    with stack_on_own_database(
+            pg_server, migrated_template, tmp, policy_env={"AGENTCHAT_POLICY_DIR": str(policy)},
+            AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL=f"http://127.0.0.1:{receiver.port}/hook",
+            AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET=SECRET,
+            AGENTCHAT_AGENT_SMTP_URL=f"smtp://127.0.0.1:{mailbox[1]}",
+            AGENTCHAT_AGENT_SMTP_FROM="agentchat@example.com",
+            AGENTCHAT_AGENT_APPROVAL_EMAIL_TO=json.dumps({"prod": ["ops@example.com"]}),
+            AGENTCHAT_AGENT_APPROVAL_ESCALATION_EMAIL_TO=json.dumps(
+                {"*": ["oncall@example.com"]}),
+            AGENTCHAT_AGENT_PUBLIC_URL="https://ss.example.com",
+            AGENTCHAT_AGENT_OUTBOX_POLL_S="0.2", AGENTCHAT_AGENT_OUTBOX_RETRY_S="0.3") as s:
         yield s
 
 
@@ -243,6 +347,68 @@ def test_an_approver_deny_ends_it_and_the_inbox_lists_what_one_may_answer(
     assert ids[0] not in [i["approval_id"] for i in
                           get(stack, who["alice"], "approvals").json()["items"]]
     refused(get(stack, who["alice"], "approvals", status="all"), 422, "INVALID_REQUEST")
+
+
+def of(events: list[dict[str, Any]], approval_id: str) -> list[str]:
+    return [e["event"] for e in events if e["approval_id"] == approval_id]
+
+
+def test_signed_webhooks_retry_until_delivered_once_and_email_carries_the_link(
+        stack: Stack, receiver: Receiver, mailbox: tuple[Mailbox, int]) -> None:
+    who = people(stack)
+    _, card = ask(stack, who["bob"], "задеплой дашборд 48 в прод")
+    aid = card.last["confirm_id"]
+    asked = eventually(lambda: [e for e in receiver.events() if e["approval_id"] == aid],
+                       "the request's webhook")
+    body = asked[0]
+    assert body["event"] == "approval_requested" and body["requester"] == "bob"
+    assert (body["tool_name"], body["environment"], body["args_digest"]) == (
+        "deploy_dashboard", "prod", card.last["approval"]["args_digest"])
+    assert body["approve_url"] == "https://ss.example.com/api/agent/ui/approvals/" + aid
+    assert body["prompt"] == card.last["prompt"] and body["id"]
+    assert body["text"].startswith("Нужно одобрение: bob: ") and body["approve_url"] in body["text"]
+    mail = eventually(lambda: [m for m in mailbox[0].messages
+                               if m["X-AgentChat-Notification"] == body["id"]], "the e-mail")
+    assert mail[0]["To"] == "ops@example.com" and mail[0]["From"] == "agentchat@example.com"
+    parts = {p.get_content_type(): p.get_payload(decode=True).decode()
+             for p in mail[0].walk() if not p.is_multipart()}
+    assert body["approve_url"] in parts["text/plain"] and body["approve_url"] in parts["text/html"]
+    # The receiver goes down; alice's answer is told once it is back, exactly once.
+    receiver.down()
+    try:
+        got = answer(stack, who["alice"], aid, decision="approve",
+                     args_digest=body["args_digest"])
+        assert got.status_code == 200, got.text
+        time.sleep(1.5)  # a few failed attempts meanwhile
+    finally:
+        receiver.up()
+    eventually(lambda: "approval_answered" in of(receiver.events(), aid), "the answer's webhook")
+    time.sleep(1.0)  # nothing more comes
+    events = receiver.events()
+    assert of(events, aid) == ["approval_requested", "approval_answered"]
+    ids = [e["id"] for e in events]
+    assert len(ids) == len(set(ids))
+    said = [e for e in events if e["approval_id"] == aid][1]
+    assert (said["approver"], said["decision"], said["status"]) == ("alice", "approve",
+                                                                     "approved")
+
+
+def test_a_pending_approval_escalates_then_expires(stack: Stack, receiver: Receiver,
+                                                    mailbox: tuple[Mailbox, int]) -> None:
+    who = people(stack)
+    _, card = ask(stack, who["bob"], "задеплой дашборд 49 в ss-stage")
+    aid = card.last["confirm_id"]
+    eventually(lambda: of(receiver.events(), aid) == [
+        "approval_requested", "approval_escalated", "approval_expired"],
+        "the escalation, then the expiry")
+    escalated = [e for e in receiver.events() if e["approval_id"] == aid][1]
+    mail = eventually(lambda: [m for m in mailbox[0].messages
+                               if m["X-AgentChat-Notification"] == escalated["id"]],
+                      "the escalation e-mail")
+    assert mail[0]["To"] == "oncall@example.com"
+    listed = get(stack, who["alice"], "approvals", status="expired").json()["items"]
+    item = next(i for i in listed if i["approval_id"] == aid)
+    assert item["escalated_at"] is not None
 
 
 def test_the_shipped_policy_makes_prod_deploys_migrations_and_deletes_other() -> None:

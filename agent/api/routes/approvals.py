@@ -61,6 +61,7 @@ class ApprovalItem(BaseModel):
     answers: list[ApproverAnswer]
     created_at: datetime
     expires_at: datetime
+    escalated_at: datetime | None
     approve_url: str
 
 
@@ -83,7 +84,8 @@ def item(row: Row) -> dict[str, Any]:
             "tool_args": card.get("tool_args") or {}, "args_digest": row["args_digest"],
             "approvers": row["approvers"], "quorum": row["quorum"], "status": row["status"],
             "answers": row["answers"], "created_at": row["created_at"],
-            "expires_at": row["expires_at"], "approve_url": APPROVE_PATH + row["approval_id"]}
+            "expires_at": row["expires_at"], "escalated_at": row["escalated_at"],
+            "approve_url": APPROVE_PATH + row["approval_id"]}
 
 
 @router.get("", response_model=ApprovalPage, responses=error_responses(400, 401, 422, 503))
