@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from agentchat.agent.graph.state import GraphDeps
 from agentchat.agent.graph.tool_runtime import ToolRuntime
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
+from agentchat.agent.storage import grants as grant_records
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool, migrate, resolve_database_url
 from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier
@@ -117,6 +119,7 @@ async def build_services(settings: AgentSettings) -> Services:
         tools=ToolRuntime(base_url=settings.sstools_url, tokens=tokens,
                           http=http, max_output_chars=settings.max_tool_output_chars),
         audit=audit,
+        grants=functools.partial(grant_records.covering, pool),
     )
     graph = build_graph(deps).compile(checkpointer=saver)
     runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s, checkpointer=saver)

@@ -385,6 +385,7 @@ MIGRATIONS: list[str | Online] = [
         comment          text NOT NULL DEFAULT '',
         channel          text NOT NULL,           -- rest | panel
         decision_id      text,                    -- the sidecar's check of the approver
+        grant_minutes    int,                     -- a time-boxed grant asked with it
         at               timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (approval_id, approver)
     );
@@ -405,5 +406,21 @@ MIGRATIONS: list[str | Online] = [
     );
     CREATE INDEX IF NOT EXISTS approval_outbox_due ON approval_outbox (next_at)
         WHERE delivered_at IS NULL;
+    -- Time-boxed grants: the requester's calls of this tool, environment and object need no
+    -- second approval until expires_at (or a revoke).
+    CREATE TABLE IF NOT EXISTS approval_grants (
+        grant_id         text PRIMARY KEY,
+        approval_id      text NOT NULL,
+        requester        text NOT NULL,
+        tool             text NOT NULL,
+        environment      text,
+        object_key       text NOT NULL,
+        granted_by       text NOT NULL,
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        expires_at       timestamptz NOT NULL,
+        revoked_at       timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS approval_grants_live
+        ON approval_grants (requester, tool, object_key) WHERE revoked_at IS NULL;
     """,
 ]

@@ -26,10 +26,12 @@ from agentchat.agent.chat.request import ChatRequest
 from agentchat.agent.graph.cards import APPROVE_PATH
 from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.storage import approvals as records
+from agentchat.agent.storage import grants as grant_records
 from agentchat.agent.storage import outbox
 from agentchat.agent.storage.db import Db, Row, connection
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import conversation_lock
+from agentchat.digest import object_key
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import Principal
 
@@ -47,6 +49,7 @@ class ApprovalAnswer:
     args_digest: str
     comment: str = ""
     channel: str = "rest"
+    grant_minutes: int | None = None  # approve, and cover the same calls for this long
 
 
 def not_found() -> AgentChatError:
@@ -87,13 +90,14 @@ class Approvals:
                 if row is None:
                     raise not_found()
                 check = await self._refusals(row, approver, token, body)
-                count = await records.add_answer(
+                added = await records.add_answer(
                     conn, approval_id=approval_id, approver=approver.sub,
                     decision=body.decision, comment=body.comment, channel=body.channel,
-                    decision_id=check.get("decision_id"))
-                if count is None:  # a racing second answer of the same person
+                    decision_id=check.get("decision_id"), grant_minutes=body.grant_minutes)
+                if added is None:  # a racing second answer of the same person
                     raise AgentChatError(ErrorCode.ALREADY_ANSWERED,
                                          "you have already answered this approval")
+                count, grant_minutes = added
                 if body.decision == "deny":
                     decided = "denied"
                 elif count >= int(row["quorum"]):
@@ -102,6 +106,9 @@ class Approvals:
                                                                     decided):
                     raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                          "this approval was already decided")
+                grant = None
+                if decided == "approved" and grant_minutes:
+                    grant = await self._grant(conn, row, approver, grant_minutes)
                 await self._audit(conn, row, approver, body, check, decided or "pending")
                 await outbox.enqueue(conn, approval_id, "approval_answered", {
                     "approver": approver.sub, "decision": body.decision,
@@ -111,7 +118,20 @@ class Approvals:
             run_id = await self._resume(row, token, decided, check)
         return {"approval_id": approval_id, "status": decided or "pending",
                 "approvals": count if body.decision == "approve" else 0,
-                "quorum": int(row["quorum"]), "run_id": run_id}
+                "quorum": int(row["quorum"]), "run_id": run_id,
+                "grant_id": grant["grant_id"] if grant else None}
+
+    async def _grant(self, conn: Any, row: Row, approver: Principal,
+                     minutes: int) -> Row | None:
+        """A time-boxed grant for the requester's same calls (same tool, environment and
+        object), asked by every approval that met the quorum."""
+        tool = self.catalogs.current().get(str(row["tool"]))
+        env_args = tuple(tool.environment_arguments()) if tool is not None else ()
+        args = (row["card"] or {}).get("tool_args") or {}
+        return await grant_records.add_grant(
+            conn, approval_id=row["approval_id"], requester=row["requester"], tool=row["tool"],
+            environment=row["environment"], object_key=object_key(args, env_args),
+            granted_by=approver.sub, minutes=minutes)
 
     async def _refusals(self, row: Row, approver: Principal, token: str,
                         body: ApprovalAnswer) -> dict[str, Any]:
@@ -130,6 +150,12 @@ class Approvals:
         if any(a["approver"] == approver.sub for a in row["answers"]):
             raise AgentChatError(ErrorCode.ALREADY_ANSWERED,
                                  "you have already answered this approval")
+        allowed = int((row["rule"] or {}).get("grant_max_minutes") or 0)
+        if body.grant_minutes is not None and (body.decision != "approve"
+                                               or body.grant_minutes > allowed):
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 f"this rule allows grants of at most {allowed} minutes"
+                                 if allowed else "this rule allows no time-boxed grants")
         if body.args_digest != row["args_digest"]:
             raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
                                  "args_digest is not the card's: the approval is for other "

@@ -71,13 +71,17 @@ INBOX = _SELECT + f"""
 """
 
 ADD_ANSWER = """
-INSERT INTO approval_answers (approval_id, approver, decision, comment, channel, decision_id)
-VALUES (%(id)s, %(approver)s, %(decision)s, %(comment)s, %(channel)s, %(decision_id)s)
+INSERT INTO approval_answers (approval_id, approver, decision, comment, channel, decision_id,
+                              grant_minutes)
+VALUES (%(id)s, %(approver)s, %(decision)s, %(comment)s, %(channel)s, %(decision_id)s,
+        %(grant_minutes)s)
 ON CONFLICT DO NOTHING
 RETURNING approver
 """
 COUNT_APPROVALS = """
-SELECT count(*) AS n FROM approval_answers WHERE approval_id = %(id)s AND decision = 'approve'
+SELECT count(*) AS n, min(grant_minutes) AS grant_minutes,
+       bool_and(grant_minutes IS NOT NULL) AS all_grant
+  FROM approval_answers WHERE approval_id = %(id)s AND decision = 'approve'
 """
 
 DECIDE = """
@@ -125,15 +129,20 @@ async def inbox(db: Db, *, me: str, roles: tuple[tuple[str, str | None], ...], s
 
 
 async def add_answer(conn: Conn, *, approval_id: str, approver: str, decision: str,
-                     comment: str, channel: str, decision_id: str | None) -> int | None:
-    """The approver's answer; None when they answered before. Else the approvals so far."""
+                     comment: str, channel: str, decision_id: str | None,
+                     grant_minutes: int | None = None) -> tuple[int, int | None] | None:
+    """The approver's answer; None when they answered before. Else the approvals so far, and
+    the grant they ask together (every approval asked one: the shortest), if any."""
     row = await fetch_one(conn, ADD_ANSWER, {
         "id": approval_id, "approver": approver, "decision": decision, "comment": comment,
-        "channel": channel, "decision_id": decision_id})
+        "channel": channel, "decision_id": decision_id, "grant_minutes": grant_minutes})
     if row is None:
         return None
     counted = await fetch_one(conn, COUNT_APPROVALS, {"id": approval_id})
-    return int(counted["n"]) if counted else 0
+    if counted is None:
+        return 0, None
+    grant = counted["grant_minutes"] if counted["all_grant"] else None
+    return int(counted["n"]), grant
 
 
 async def decide(conn: Conn, approval_id: str, status: str) -> bool:

@@ -8,6 +8,8 @@ PostgreSQL, the offline model, the REST API as an approver's client would call i
 - The refusals: bob approving his own, carol (no approver role), a wrong digest, a second
   answer, after expiry, after bob cancelled: each its code, and nothing changes.
 - Quorum 2: one approval leaves it pending, the second person's runs it.
+- A time-boxed grant covers a second identical call (no card, audited with the grant) and not
+  a call on another object; revoked, it stops covering at once.
 - The inbox: pending, answered and expired lists, never one's own requests, keyset pages; one
   approval with its context.
 - Notifications: a real HTTP receiver gets the signed webhook of a request, an answer, an
@@ -49,6 +51,7 @@ rules:
     environments: [prod]
     mode: other
     approvers: [approver, admin]
+    grant_max_minutes: 60
   - tools: [destructive]
     environments: [prod]
     mode: other
@@ -409,6 +412,43 @@ def test_a_pending_approval_escalates_then_expires(stack: Stack, receiver: Recei
     listed = get(stack, who["alice"], "approvals", status="expired").json()["items"]
     item = next(i for i in listed if i["approval_id"] == aid)
     assert item["escalated_at"] is not None
+
+
+def test_a_grant_covers_the_same_call_until_revoked(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    _, card = ask(stack, who["bob"], "задеплой дашборд 42 в прод")
+    aid, digest = card.last["confirm_id"], card.last["approval"]["args_digest"]
+    refused(answer(stack, who["alice"], aid, decision="approve", args_digest=digest,
+                   grant_minutes=120), 403, "FORBIDDEN")  # the rule allows 60 at most
+    got = answer(stack, who["alice"], aid, decision="approve", args_digest=digest,
+                 grant_minutes=30)
+    assert got.status_code == 200 and got.json()["grant_id"], got.text
+    grant_id = got.json()["grant_id"]
+    wait_run(stack, who["bob"], card.conversation_id or "", got.json()["run_id"])
+    # The same call again: no card, it runs, and its record names the grant.
+    again = say(stack.agent, who["bob"], "задеплой дашборд 42 в прод", timeout=60)
+    assert again.kind == "final" and not again.of("confirm_required"), again.types()
+    assert len(deploys(stack)) == 2
+    rec = get(stack, who["bob"], "audit", conversation_id=again.conversation_id).json()
+    check = rec["items"][0]["stages"][0]["detail"]
+    assert (check["kind"], check["grant_id"]) == ("check", grant_id)
+    # Another object is not covered.
+    ask(stack, who["bob"], "задеплой дашборд 41 в прод")
+    mine = get(stack, who["bob"], "grants").json()["items"]
+    assert [(g["grant_id"], g["granted_by"], g["live"]) for g in mine] == [
+        (grant_id, "alice", True)]
+    assert [g["grant_id"] for g in get(stack, who["alice"], "grants").json()["items"]] == [
+        grant_id]
+    assert get(stack, who["carol"], "grants").json()["items"] == []
+    gone = httpx.delete(f"{stack.agent.url}/api/agent/grants/{grant_id}", timeout=30,
+                        headers={"Authorization": f"Bearer {who['carol']}"})
+    refused(gone, 404, "NOT_FOUND")
+    revoked = httpx.delete(f"{stack.agent.url}/api/agent/grants/{grant_id}", timeout=30,
+                           headers={"Authorization": f"Bearer {who['alice']}"})
+    assert revoked.status_code == 200 and revoked.json()["live"] is False, revoked.text
+    ask(stack, who["bob"], "задеплой дашборд 42 в прод")  # a card again, at once
+    assert len(deploys(stack)) == 2
 
 
 def test_the_shipped_policy_makes_prod_deploys_migrations_and_deletes_other() -> None:

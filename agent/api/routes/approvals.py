@@ -14,7 +14,9 @@ from agentchat.agent.api.deps import CurrentUser, RestWriter, ServicesDep
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.chat.approvals import APPROVE_PATH, ApprovalAnswer
 from agentchat.agent.storage import approvals as records
+from agentchat.agent.storage import grants as grant_records
 from agentchat.agent.storage.db import Row
+from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import bearer
 
 router = APIRouter(prefix="/api/agent/approvals", tags=["approvals"],
@@ -26,6 +28,9 @@ class AnswerIn(BaseModel):
     decision: Literal["approve", "deny"]
     args_digest: str = Field(min_length=1, max_length=80, pattern=r"^[^\x00]*$")
     comment: str = Field(default="", max_length=1000, pattern=r"^[^\x00]*$")
+    # Approve, and let the requester's same calls (tool, environment, object) run without a
+    # second approval for this long; at most the rule's grant_max_minutes.
+    grant_minutes: int | None = Field(default=None, ge=1, le=1440)
 
 
 class AnswerOut(BaseModel):
@@ -34,6 +39,7 @@ class AnswerOut(BaseModel):
     approvals: int
     quorum: int
     run_id: str | None  # the resumed run, when this answer decided it
+    grant_id: str | None  # the time-boxed grant this approval gave, if asked
 
 
 class ApproverAnswer(BaseModel):
@@ -126,4 +132,44 @@ async def answer_approval(approval_id: str, body: AnswerIn, user: RestWriter,
     the sidecar now, with this token. The quorum's last approval (or a deny) resumes the turn."""
     token = str(bearer(request.headers))
     return await services.approvals.answer(approval_id, user, token, ApprovalAnswer(
-        decision=body.decision, args_digest=body.args_digest, comment=body.comment))
+        decision=body.decision, args_digest=body.args_digest, comment=body.comment,
+        grant_minutes=body.grant_minutes))
+
+
+grants_router = APIRouter(prefix="/api/agent/grants", tags=["approvals"],
+                          dependencies=[Security(BEARER)], route_class=RestRoute)
+
+
+class Grant(BaseModel):
+    grant_id: str
+    approval_id: str
+    requester: str
+    tool: str
+    environment: str | None
+    object_key: str  # the call's `*_id` arguments as canonical JSON
+    granted_by: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+    live: bool
+
+
+class GrantList(BaseModel):
+    items: list[Grant]
+
+
+@grants_router.get("", response_model=GrantList, responses=error_responses(401, 503))
+async def list_grants(user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
+    """The caller's grants, and those they gave, newest first (at most 200)."""
+    rows = await grant_records.list_grants(services.pool, user.sub)
+    return {"items": [grant_records.as_item(r) for r in rows]}
+
+
+@grants_router.delete("/{grant_id}", response_model=Grant,
+                      responses=error_responses(401, 404, 429, 503))
+async def revoke_grant(grant_id: str, user: RestWriter, services: ServicesDep) -> dict[str, Any]:
+    """Revoke at once (its requester or its approver); the next call needs an approval."""
+    row = await grant_records.revoke(services.pool, grant_id, user.sub)
+    if row is None:
+        raise AgentChatError(ErrorCode.NOT_FOUND, "no such grant")
+    return grant_records.as_item(row)
