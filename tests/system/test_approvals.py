@@ -451,6 +451,20 @@ def test_a_grant_covers_the_same_call_until_revoked(stack: Stack) -> None:
     assert len(deploys(stack)) == 2
 
 
+def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:
+    """The README's four-eyes demo with the dev issuer's own demo users."""
+    alice, dave = stack.token("alice"), stack.token("dave")
+    stack.reset_sandbox()
+    _, card = ask(stack, alice, "задеплой дашборд 42 в прод")
+    inbox = get(stack, dave, "approvals").json()["items"]
+    item = next(i for i in inbox if i["approval_id"] == card.last["confirm_id"])
+    got = answer(stack, dave, item["approval_id"], decision="approve",
+                 args_digest=item["args_digest"])
+    assert got.status_code == 200 and got.json()["status"] == "approved", got.text
+    wait_run(stack, alice, card.conversation_id or "", got.json()["run_id"])
+    assert [a["user_actor"] for a in deploys(stack)] == ["dave"]
+
+
 def test_the_shipped_policy_makes_prod_deploys_migrations_and_deletes_other() -> None:
     from agentchat.policy.rules import read_folder
 
