@@ -140,7 +140,7 @@ async def build_services(settings: AgentSettings) -> Services:
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
     catalogs.start()
-    notifications = Notifications(settings, pool, http)
+    notifications = Notifications(settings, pool, http, audit)
     notifications.start()
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, selection=selection, verifier=verifier, tokens=tokens,

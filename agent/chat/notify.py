@@ -33,8 +33,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from agentchat.agent.audit.trail import AuditTrail
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage import outbox
+from agentchat.agent.storage import confirmations, outbox
 from agentchat.agent.storage.db import Db, Row
 from agentchat.words import pick, turn_language
 
@@ -67,10 +68,12 @@ def summary(body: dict[str, Any], link: str) -> str:
 
 
 class Notifications:
-    def __init__(self, settings: AgentSettings, pool: Db, http: httpx.AsyncClient) -> None:
+    def __init__(self, settings: AgentSettings, pool: Db, http: httpx.AsyncClient,
+                 audit: AuditTrail | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.http = http
+        self.audit = audit
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -116,6 +119,23 @@ class Notifications:
         backoff = min(self.settings.outbox_retry_s * 2 ** int(row["attempts"]), MAX_BACKOFF_S)
         await outbox.done(self.pool, row["id"], left=left, sent=sent,
                           error="; ".join(errors) or None, retry_s=backoff)
+        if sent:
+            await self._audit(row, sent)
+
+    async def _audit(self, row: Row, sent: list[dict[str, Any]]) -> None:
+        """Each delivery on the call's audit record (a `notification` stage), so the record
+        joins what was sent where with the request, the answers and the execution."""
+        if self.audit is None:
+            return
+        card = await confirmations.get_confirmation(self.pool, str(row["approval_id"]))
+        if card is None:  # its conversation is gone
+            return
+        ref = await self.audit.record_of(card["conversation_id"], card["call_id"])
+        if ref is None:
+            return
+        await self.audit.append([ref.entry("notification", {
+            "notification_id": row["id"], "event": row["event"], "channel": s["channel"],
+            "to": s["to"]}) for s in sent])
 
     async def _webhook(self, body: dict[str, Any]) -> str | None:
         url, secret = self.settings.approval_webhook_url, self.settings.approval_webhook_secret

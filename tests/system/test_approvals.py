@@ -394,6 +394,14 @@ def test_signed_webhooks_retry_until_delivered_once_and_email_carries_the_link(
     said = [e for e in events if e["approval_id"] == aid][1]
     assert (said["approver"], said["decision"], said["status"]) == ("alice", "approve",
                                                                      "approved")
+    # The call's audit record joins the notifications: what was sent, where.
+    def told() -> list[tuple[str, str]]:
+        recs = get(stack, who["bob"], "audit", conversation_id=card.conversation_id).json()
+        return [(st["detail"]["event"], st["detail"]["channel"]) for st in
+                recs["items"][0]["stages"] if st["stage"] == "notification"]
+    eventually(lambda: len(told()) == 4, "the notifications on the audit record")
+    assert sorted(told()) == [("approval_answered", "email"), ("approval_answered", "webhook"),
+                              ("approval_requested", "email"), ("approval_requested", "webhook")]
 
 
 def test_a_pending_approval_escalates_then_expires(stack: Stack, receiver: Receiver,
