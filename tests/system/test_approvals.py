@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -471,6 +472,24 @@ def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:
     assert got.status_code == 200 and got.json()["status"] == "approved", got.text
     wait_run(stack, alice, card.conversation_id or "", got.json()["run_id"])
     assert [a["user_actor"] for a in deploys(stack)] == ["dave"]
+
+
+def test_the_panel_shows_waiting_for_approval_and_offers_only_cancel(
+        stack: Stack, tmp_path: Path) -> None:
+    """The panel's card in Chromium (tests/browser/approval.test.mjs); skipped without a
+    browser, as the other browser tests are."""
+    from testkit.browser import require_browser
+    from testkit.support import ROOT
+
+    chromium = require_browser("the approval card's browser test")
+    assert (ROOT / "web" / "build" / "index.html").is_file(), "run `make web`"
+    node = shutil.which("node")
+    assert node, "Node 20 is required for the browser tests"
+    out = subprocess.run(
+        [node, "--test", "--test-force-exit", "--test-reporter=spec", "approval.test.mjs"],
+        cwd=ROOT / "tests" / "browser", capture_output=True, text=True, timeout=180,
+        env={**stack.node_env(), "CHROMIUM": str(chromium), "PAGE_SHOTS": str(tmp_path)})
+    assert out.returncode == 0, out.stdout[-8000:] + out.stderr[-3000:]
 
 
 def test_the_shipped_policy_makes_prod_deploys_migrations_and_deletes_other() -> None:
