@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ from agentchat.identity import Principal
 
 log = logging.getLogger("agentchat.agent")
 
-__all__ = ["APPROVE_PATH", "ApprovalAnswer", "Approvals"]
+__all__ = ["APPROVAL_ID", "APPROVE_PATH", "ApprovalAnswer", "Approvals"]
 
 UNTRUSTED_CARD = "confirmation_required_untrusted"
 RESUME_ATTEMPTS = 8
@@ -50,6 +51,11 @@ class ApprovalAnswer:
     comment: str = ""
     channel: str = "rest"
     grant_minutes: int | None = None  # approve, and cover the same calls for this long
+
+
+# An approval's id is its card's confirm_id (a UUID); anything else names none (and never
+# reaches a statement: text columns hold no NUL).
+APPROVAL_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
 def not_found() -> AgentChatError:
@@ -70,7 +76,8 @@ class Approvals:
     async def visible(self, approval_id: str, user: Principal) -> Row:
         """One approval for its requester or a holder of one of its approver roles; anyone
         else: NOT_FOUND (never revealed as existing)."""
-        row = await records.get_approval(self.pool, approval_id)
+        row = (await records.get_approval(self.pool, approval_id)
+               if APPROVAL_ID.match(approval_id) else None)
         if row is None or (row["requester"] != user.sub and not records.may_see(row, user.roles)):
             raise not_found()
         return row
@@ -79,7 +86,8 @@ class Approvals:
 
     async def answer(self, approval_id: str, approver: Principal, token: str,
                      body: ApprovalAnswer) -> dict[str, Any]:
-        first = await records.get_approval(self.pool, approval_id)
+        first = (await records.get_approval(self.pool, approval_id)
+                 if APPROVAL_ID.match(approval_id) else None)
         if first is None:
             raise not_found()
         cid = str(first["conversation_id"])

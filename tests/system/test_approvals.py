@@ -278,6 +278,7 @@ def test_the_refusals_change_nothing(stack: Stack) -> None:
             422, "INVALID_REQUEST")
     refused(answer(stack, who["alice"], "no-such-approval", decision="approve",
                    args_digest=digest), 404, "NOT_FOUND")
+    refused(get(stack, who["alice"], "approvals/a%00b"), 404, "NOT_FOUND")
     one = get(stack, who["alice"], f"approvals/{aid}").json()
     assert one["status"] == "pending" and one["answers"] == []
     # bob cancels (denies his own card): a later approval runs nothing.

@@ -6,8 +6,9 @@ The window runs from the submit to the turn's first tool call (`INSERT INTO tool
 Left out: the graph's own statements (LangGraph's checkpoints, which a card's re-check reads
 too) and the run writer's (`runs`, `run_events`: one task per replica stores every run's
 events in batches, beside the turn, never on its path) and the approvals' notifier's (the
-outbox it polls), each as the whole transaction it is in; and the pool's check of a connection idle for 100 ms or more (an empty query, skipped
-under load: agentchat/db.py), counted apart.
+outbox it polls), each as the whole transaction it is in; and the pool's check of a
+connection idle for 100 ms or more (an empty query, skipped under load: agentchat/db.py),
+counted apart.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, RestWriter, ServicesDep
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
-from agentchat.agent.chat.approvals import APPROVE_PATH, ApprovalAnswer
+from agentchat.agent.chat.approvals import APPROVAL_ID, APPROVE_PATH, ApprovalAnswer
 from agentchat.agent.storage import approvals as records
 from agentchat.agent.storage import grants as grant_records
 from agentchat.agent.storage.db import Row
@@ -169,7 +169,8 @@ async def list_grants(user: CurrentUser, services: ServicesDep) -> dict[str, Any
                       responses=error_responses(401, 404, 429, 503))
 async def revoke_grant(grant_id: str, user: RestWriter, services: ServicesDep) -> dict[str, Any]:
     """Revoke at once (its requester or its approver); the next call needs an approval."""
-    row = await grant_records.revoke(services.pool, grant_id, user.sub)
+    row = (await grant_records.revoke(services.pool, grant_id, user.sub)
+           if APPROVAL_ID.match(grant_id) else None)
     if row is None:
         raise AgentChatError(ErrorCode.NOT_FOUND, "no such grant")
     return grant_records.as_item(row)
