@@ -201,13 +201,19 @@ def _decide(snapshot: Snapshot, roles: Roles, req: CheckRequest, check_schema: b
         # Two environments (a migration): read on the source, the tool's permission on the target.
         verdict = snapshot.check(roles, source, SOURCE_OBJECT)
     risk = tool_risk(tool)
+    rule = snapshot.approval_rule(tool.name, target)
+    may = (rule is not None and rule.mode == "other"
+           and snapshot.may_approve(roles, target, rule))
     if not verdict.allowed:
-        return denial(
+        denied = denial(
             req, DENIED_BY_RULE if verdict.denied_by_rule else ROLE_MISSING, tool=tool,
             env=target, revision=rev,
             required_role=snapshot.required_role(domain, tool.name, source),
             alternatives=alternatives(snapshot, roles, tool, domain),
         )
+        # An approver who may not run the call may still deny someone else's (issue 34).
+        denied.may_approve = may
+        return denied
     if needs_card(tool, risk, target):
         reason = CONFIRMATION_REQUIRED
     elif snapshot.context_rule(roles, domain, tool.name, req.context):
@@ -216,12 +222,10 @@ def _decide(snapshot: Snapshot, roles: Roles, req: CheckRequest, check_schema: b
         reason = ALLOWED
     card = reason != ALLOWED
     approval: dict[str, Any] | None = None
-    may = False
     if card:
-        rule = snapshot.approval_rule(tool.name, target)
         approval = rule.answer() if rule is not None else dict(SELF_ANSWER)
-        may = (rule is not None and rule.mode == "other"
-               and snapshot.may_approve(roles, target, rule))
+    else:
+        may = False
     return Decision(
         request_id=req.request_id, decision_id=uuid.uuid4().hex,
         decision=CONFIRM if card else ALLOW, allow=True,

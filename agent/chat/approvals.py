@@ -177,10 +177,15 @@ class Approvals:
             user_jwt=token, tool=tool, arguments=card.get("tool_args") or {},
             untrusted=card.get("reason_code") == UNTRUSTED_CARD,
             catalog_revision=catalog.revision)
-        if not check.get("may_approve") or check.get("decision") == "deny":
+        if not check.get("may_approve"):
             roles = ", ".join(row["approvers"])
             raise AgentChatError(ErrorCode.FORBIDDEN,
-                                 f"you may not approve this (approver roles: {roles})")
+                                 f"you may not answer this (approver roles: {roles})")
+        if body.decision == "approve" and check.get("decision") == "deny":
+            # An approval runs the call under the approver's token: they must be permitted it.
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 "you may deny this, but not approve it: the call would run "
+                                 "under your token, which may not run it")
         return check
 
     async def _audit(self, conn: Any, row: Row, approver: Principal, body: ApprovalAnswer,

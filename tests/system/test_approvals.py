@@ -172,7 +172,9 @@ def people(stack: Stack) -> dict[str, str]:
     return {"bob": stack.token("bob", ["editor", "admin@prod"]),
             "alice": stack.token("alice", ["admin"]),
             "dave": stack.token("dave", ["approver@prod", "admin@prod"]),
-            "carol": stack.token("carol", ["editor"])}
+            "carol": stack.token("carol", ["editor"]),
+            # An approver who may not deploy: may deny, not approve (it would run as erin).
+            "erin": stack.token("erin", ["approver@prod", "viewer"])}
 
 
 def ask(stack: Stack, token: str, text: str) -> tuple[RawChat, Outcome]:
@@ -241,10 +243,12 @@ def test_four_eyes_someone_else_approves_and_it_runs_once(stack: Stack) -> None:
     assert len(recs) == 1
     rec = recs[0]
     assert rec["owner"] == "bob" and rec["outcome"] == "ok"
-    stages = [(s["stage"], s["detail"].get("kind") or s["detail"].get("by")) for s in
-              rec["stages"]]
+    # (its notifications' stages, interleaved as they are delivered, are checked below)
+    own = [st for st in rec["stages"] if st["stage"] != "notification"]
+    stages = [(st["stage"], st["detail"].get("kind") or st["detail"].get("by")) for st in own]
     assert stages == [("decision", "check"), ("card", None), ("decision", "approver_check"),
                       ("answer", "alice"), ("execution", None)]
+    rec["stages"] = own
     shown = rec["stages"][1]["detail"]["approval"]
     assert shown["mode"] == "other" and shown["approval_id"] == approval["approval_id"]
     said = rec["stages"][3]["detail"]
@@ -271,6 +275,8 @@ def test_the_refusals_change_nothing(stack: Stack) -> None:
     refused(answer(stack, who["bob"], aid, decision="approve", args_digest=digest),
             403, "FORBIDDEN")
     refused(answer(stack, who["carol"], aid, decision="approve", args_digest=digest),
+            403, "FORBIDDEN")
+    refused(answer(stack, who["erin"], aid, decision="approve", args_digest=digest),
             403, "FORBIDDEN")
     refused(answer(stack, who["alice"], aid, decision="approve",
                    args_digest="sha256:" + "0" * 64), 409, "STALE_CONFIRMATION")
@@ -340,8 +346,9 @@ def test_an_approver_deny_ends_it_and_the_inbox_lists_what_one_may_answer(
     assert detail["tool_args"] == {"dashboard_id": 46, "env_id": "prod"}
     assert detail["prompt"] == one.last["prompt"] and detail["rule"]["rule"] == 1
     assert detail["requester"] == "bob" and detail["environment"] == "prod"
-    # alice denies one: the turn resumes with the deny and nothing runs.
-    denied = answer(stack, who["alice"], ids[0], decision="deny",
+    # erin (an approver who may not deploy) denies one: the turn resumes with the deny and
+    # nothing runs.
+    denied = answer(stack, who["erin"], ids[0], decision="deny",
                     args_digest=detail["args_digest"], comment="not during the freeze")
     assert denied.status_code == 200 and denied.json()["status"] == "denied", denied.text
     joined = wait_run(stack, who["bob"], one.conversation_id or "", denied.json()["run_id"])
