@@ -141,6 +141,22 @@ class AgentSettings(SelectionSettings):
     # random key per process. Every replica needs the same one to correlate a tab's answers.
     audit_session_key: str | None = Field(default=None, min_length=32)
 
+    # Approvals by someone else (issue 34, docs/protocol.md §11): their notifications, from
+    # an outbox in PostgreSQL. The webhook is sent only with its secret (signed); e-mail goes
+    # to the environment's recipients (`{"prod": ["ops@example.com"], "*": [...]}`), an
+    # escalation to the escalation recipients. `public_url` prefixes the links (the panel's).
+    approval_webhook_url: str | None = None
+    approval_webhook_secret: str | None = Field(default=None, min_length=16)
+    smtp_url: str | None = Field(default=None, pattern=r"^smtp(\+starttls)?://")
+    smtp_from: str = "agentchat@localhost"
+    approval_email_to: dict[str, list[str]] = Field(default_factory=dict)
+    approval_escalation_email_to: dict[str, list[str]] = Field(default_factory=dict)
+    public_url: str = ""
+    # The outbox: how often each replica looks for due notifications, and the first retry's
+    # delay (doubling, at most 5 minutes).
+    outbox_poll_s: float = Field(default=1.0, gt=0)
+    outbox_retry_s: float = Field(default=5.0, gt=0)
+
     db_pool_max: int = 20
 
     # The people's page at /api/agent/ui/ (agent/api/routes/ui.py): unset means on in dev and

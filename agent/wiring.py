@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -12,9 +13,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from agentchat.agent.audit.retention import Retention
 from agentchat.agent.audit.trail import AuditTrail
+from agentchat.agent.chat.approvals import Approvals
 from agentchat.agent.chat.card_answers import CardAnswers
 from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.join import RunListener
+from agentchat.agent.chat.notify import Notifications
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.sweeper import Sweeper
 from agentchat.agent.chat.turn_starts import TurnStarts
@@ -29,6 +32,7 @@ from agentchat.agent.graph.state import GraphDeps
 from agentchat.agent.graph.tool_runtime import ToolRuntime
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
+from agentchat.agent.storage import grants as grant_records
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool, migrate, resolve_database_url
 from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier
@@ -53,6 +57,8 @@ class Services:
     listener: RunListener
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
+    approvals: Approvals  # answers by someone else (issue 34), the inbox
+    notifications: Notifications | None = None  # their outbox's delivery
     sweeper: Sweeper | None = None
     drain_started: float | None = None
 
@@ -71,6 +77,8 @@ class Services:
         already), their events are stored, and the rest are marked lost for their joiners."""
         self.start_draining()
         await self.catalogs.aclose()
+        if self.notifications is not None:
+            await self.notifications.aclose()
         if self.sweeper is not None:
             await self.sweeper.aclose()
         loop = asyncio.get_running_loop()
@@ -111,6 +119,7 @@ async def build_services(settings: AgentSettings) -> Services:
         tools=ToolRuntime(base_url=settings.sstools_url, tokens=tokens,
                           http=http, max_output_chars=settings.max_tool_output_chars),
         audit=audit,
+        grants=functools.partial(grant_records.covering, pool),
     )
     graph = build_graph(deps).compile(checkpointer=saver)
     runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s, checkpointer=saver)
@@ -131,13 +140,18 @@ async def build_services(settings: AgentSettings) -> Services:
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
     catalogs.start()
+    notifications = Notifications(settings, pool, http, audit)
+    notifications.start()
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, selection=selection, verifier=verifier, tokens=tokens,
                     dev_issuer=dev_issuer,
                     llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
                     sweeper=sweeper,
                     rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
-                                          "writes"))
+                                          "writes"),
+                    approvals=Approvals(pool=pool, chat=chat, policy=deps.policy,
+                                        catalogs=catalogs, audit=audit),
+                    notifications=notifications)
 
 
 class ServiceHolder:

@@ -20,3 +20,11 @@ def args_digest(arguments: dict[str, Any]) -> str:
     except TypeError:  # never fails a decision over logging
         raw = repr(sorted(arguments.items())).encode()
     return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def object_key(arguments: dict[str, Any], environment_arguments: tuple[str, ...] = ()) -> str:
+    """What a call acts on, for a time-boxed grant (issue 34): its `*_id` arguments other than
+    the environment's, as canonical JSON. Two calls on the same object give the same key."""
+    ids = {k: v for k, v in arguments.items()
+           if k.endswith("_id") and k not in environment_arguments}
+    return orjson.dumps(ids, option=orjson.OPT_SORT_KEYS).decode()

@@ -52,6 +52,9 @@ class ErrorCode(StrEnum):
     JOIN_EXPIRED = "JOIN_EXPIRED"
     RUN_LOST = "RUN_LOST"
     AGENT_SATURATED = "AGENT_SATURATED"
+    # docs/protocol.md §11 (issue 34): an approver answering twice; an approval past expiry.
+    ALREADY_ANSWERED = "ALREADY_ANSWERED"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
 
 
 # (HTTP status, retryable) per code; None where the code never travels over REST.
@@ -62,8 +65,9 @@ ERROR_TABLE: dict[ErrorCode, tuple[int | None, bool]] = {
     ErrorCode.INVALID_REQUEST: (400, False),
     ErrorCode.CONVERSATION_BUSY: (409, True),
     ErrorCode.CONVERSATION_ARCHIVED: (409, False),
-    ErrorCode.NO_PENDING_CONFIRMATION: (None, False),
-    ErrorCode.STALE_CONFIRMATION: (None, False),
+    # 409 over REST only from an approval's answer (§11); in a stream, the `error` event's.
+    ErrorCode.NO_PENDING_CONFIRMATION: (409, False),
+    ErrorCode.STALE_CONFIRMATION: (409, False),
     ErrorCode.LLM_UNAVAILABLE: (None, True),
     ErrorCode.POLICY_UNAVAILABLE: (503, True),
     ErrorCode.STORAGE_UNAVAILABLE: (503, True),
@@ -74,6 +78,8 @@ ERROR_TABLE: dict[ErrorCode, tuple[int | None, bool]] = {
     ErrorCode.JOIN_EXPIRED: (None, False),
     ErrorCode.RUN_LOST: (None, True),
     ErrorCode.AGENT_SATURATED: (None, True),
+    ErrorCode.ALREADY_ANSWERED: (409, False),
+    ErrorCode.APPROVAL_EXPIRED: (409, False),
 }
 
 

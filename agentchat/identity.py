@@ -55,6 +55,8 @@ DEMO_USERS: dict[str, list[str]] = {
     "alice": ["admin"],
     "bob": ["editor@ss-dev", "editor@ss-stage", "viewer@prod"],
     "carol": ["viewer"],
+    # The four-eyes demo (issue 34): an editor who approves others' prod deploys.
+    "dave": ["editor", "approver@prod"],
 }
 
 

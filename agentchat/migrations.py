@@ -366,4 +366,72 @@ MIGRATIONS: list[str | Online] = [
         "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS leaf_id text",
         "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS forked_at timestamptz",
     )),
+    # 12: approvals by someone else (issue 34, docs/protocol.md §11): a card whose policy mode is
+    # `other` is an approval; each approver's answer is a row of its own (one per person).
+    """
+    CREATE TABLE IF NOT EXISTS approvals (
+        approval_id      text PRIMARY KEY REFERENCES confirmations(confirm_id) ON DELETE CASCADE,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        requester        text NOT NULL,
+        tool             text NOT NULL,
+        environment      text,
+        args_digest      text NOT NULL,
+        approvers        jsonb NOT NULL,          -- the roles that may approve
+        quorum           int NOT NULL,
+        rule             jsonb NOT NULL,          -- the sidecar's `approval` object
+        tab_id           text,                    -- the requester's tab: the resume's lease
+        status           text NOT NULL DEFAULT 'pending',  -- pending | approved | denied
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        expires_at       timestamptz NOT NULL,
+        decided_at       timestamptz,
+        escalate_at      timestamptz,             -- null: never escalated
+        escalated_at     timestamptz,
+        expired_notified_at timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS approvals_inbox ON approvals (created_at DESC, approval_id DESC);
+    CREATE TABLE IF NOT EXISTS approval_answers (
+        approval_id      text NOT NULL REFERENCES approvals(approval_id) ON DELETE CASCADE,
+        approver         text NOT NULL,
+        decision         text NOT NULL,           -- approve | deny
+        comment          text NOT NULL DEFAULT '',
+        channel          text NOT NULL,           -- rest | panel
+        decision_id      text,                    -- the sidecar's check of the approver
+        grant_minutes    int,                     -- a time-boxed grant asked with it
+        at               timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (approval_id, approver)
+    );
+    -- The notifications' outbox: written in the approval's transaction, delivered at least
+    -- once by any replica (its id in the body for deduplication); `channels` still to do.
+    CREATE TABLE IF NOT EXISTS approval_outbox (
+        id               text PRIMARY KEY,
+        approval_id      text NOT NULL,           -- no foreign key: it outlives the approval
+        event            text NOT NULL,
+        body             jsonb NOT NULL,
+        channels         text[] NOT NULL,         -- webhook, email: those not yet delivered
+        attempts         int NOT NULL DEFAULT 0,
+        next_at          timestamptz NOT NULL DEFAULT now(),
+        delivered_at     timestamptz,
+        sent             jsonb NOT NULL DEFAULT '[]',  -- what went where, for the audit
+        last_error       text,
+        created_at       timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX IF NOT EXISTS approval_outbox_due ON approval_outbox (next_at)
+        WHERE delivered_at IS NULL;
+    -- Time-boxed grants: the requester's calls of this tool, environment and object need no
+    -- second approval until expires_at (or a revoke).
+    CREATE TABLE IF NOT EXISTS approval_grants (
+        grant_id         text PRIMARY KEY,
+        approval_id      text NOT NULL,
+        requester        text NOT NULL,
+        tool             text NOT NULL,
+        environment      text,
+        object_key       text NOT NULL,
+        granted_by       text NOT NULL,
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        expires_at       timestamptz NOT NULL,
+        revoked_at       timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS approval_grants_live
+        ON approval_grants (requester, tool, object_key) WHERE revoked_at IS NULL;
+    """,
 ]

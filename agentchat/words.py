@@ -146,6 +146,10 @@ ERROR_TEXTS: dict[str, tuple[str, str]] = {
                  "the run stopped on the server; press Retry to complete it"),
     "AGENT_SATURATED": ("сервис сейчас перегружен; попробуйте через несколько секунд",
                         "the service is overloaded; try again in a few seconds"),
+    "ALREADY_ANSWERED": ("вы уже ответили на этот запрос подтверждения",
+                         "you have already answered this approval"),
+    "APPROVAL_EXPIRED": ("срок запроса подтверждения истёк; ничего не выполнено",
+                         "this approval expired; nothing ran"),
 }
 
 

@@ -140,6 +140,12 @@ def _print_decision(decision: Any, tool: Any, arguments: dict[str, Any]) -> None
           f"{', dangerous' if decision.dangerous else ''}"
           f"{', needs a card' if decision.confirmation_required else ''}")
     print(f"required role: {decision.required_role or '-'}")
+    approval = decision.approval
+    if approval is not None:
+        who = (f" by one of {', '.join(approval['approvers'])}, quorum {approval['quorum']}"
+               f" (approvals.yaml rule {approval['rule']})"
+               if approval["mode"] == "other" else "")
+        print(f"approval:      {approval['mode']}{who}")
     alts = ", ".join(a["action"] for a in decision.alternatives or []) or "-"
     print(f"alternatives:  {alts}")
 

@@ -31,9 +31,10 @@ from .cases import Outcome, TestReport, case_outcomes, run_policy_tests
 from .matrix import RANK, Cell, Principal, Slot, policy_roles, principal_cells, principals, slots
 from .snapshot import Snapshot
 
-GROUPS = ("wider", "narrower", "required_role", "reason")
+GROUPS = ("wider", "narrower", "required_role", "approval", "reason")
 GROUP_TITLES = {"wider": "Wider (more is allowed)", "narrower": "Narrower (less is allowed)",
                 "required_role": "Changed required role (still denied)",
+                "approval": "Same card, another approval mode (self / other)",
                 "reason": "Same decision, another reason"}
 
 
@@ -53,9 +54,10 @@ class Change:
                 "tool": c.tool, "env": c.env, "source": c.source,
                 "context": "untrusted" if c.untrusted else "trusted",
                 "old": {"decision": self.old.decision, "reason": self.old.reason,
-                        "required_role": self.old.required_role},
+                        "required_role": self.old.required_role,
+                        "approval": self.old.approval},
                 "new": {"decision": c.decision, "reason": c.reason,
-                        "required_role": c.required_role}}
+                        "required_role": c.required_role, "approval": c.approval}}
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ def classify(old: Cell, new: Cell) -> str | None:
         return "narrower"
     if old.decision == "deny" and old.required_role != new.required_role:
         return "required_role"
+    if old.approval != new.approval:
+        return "approval"
     if old.reason != new.reason:
         return "reason"
     return None

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentchat.catalog import RISK_LEVEL, Tool
+from agentchat.digest import args_digest
 from agentchat.tool_request import InvalidArguments, validate_arguments
 
+from .approvals import SELF_ANSWER
 from .rules import SOURCE_OBJECT, TRUSTED, UNTRUSTED
 from .snapshot import ANY_DOMAIN, Roles, Snapshot
 
@@ -69,6 +71,12 @@ class Decision:
     # Why the call cannot be checked as sent, for the model (invalid_arguments,
     # unknown_environment, unknown_tool); null otherwise.
     detail: str | None = None
+    # Issue 34: on a card, who answers it (`approval`: mode, approver roles, quorum, times;
+    # docs/protocol.md §11), whether this token's holder is one of those approvers, and the
+    # digest of the arguments an approval is bound to.
+    approval: dict[str, Any] | None = None
+    may_approve: bool = False
+    args_digest: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # A shallow copy: dataclasses.asdict deep-copies and costs more than the decision.
@@ -193,13 +201,19 @@ def _decide(snapshot: Snapshot, roles: Roles, req: CheckRequest, check_schema: b
         # Two environments (a migration): read on the source, the tool's permission on the target.
         verdict = snapshot.check(roles, source, SOURCE_OBJECT)
     risk = tool_risk(tool)
+    rule = snapshot.approval_rule(tool.name, target)
+    may = (rule is not None and rule.mode == "other"
+           and snapshot.may_approve(roles, target, rule))
     if not verdict.allowed:
-        return denial(
+        denied = denial(
             req, DENIED_BY_RULE if verdict.denied_by_rule else ROLE_MISSING, tool=tool,
             env=target, revision=rev,
             required_role=snapshot.required_role(domain, tool.name, source),
             alternatives=alternatives(snapshot, roles, tool, domain),
         )
+        # An approver who may not run the call may still deny someone else's (issue 34).
+        denied.may_approve = may
+        return denied
     if needs_card(tool, risk, target):
         reason = CONFIRMATION_REQUIRED
     elif snapshot.context_rule(roles, domain, tool.name, req.context):
@@ -207,6 +221,11 @@ def _decide(snapshot: Snapshot, roles: Roles, req: CheckRequest, check_schema: b
     else:
         reason = ALLOWED
     card = reason != ALLOWED
+    approval: dict[str, Any] | None = None
+    if card:
+        approval = rule.answer() if rule is not None else dict(SELF_ANSWER)
+    else:
+        may = False
     return Decision(
         request_id=req.request_id, decision_id=uuid.uuid4().hex,
         decision=CONFIRM if card else ALLOW, allow=True,
@@ -214,6 +233,7 @@ def _decide(snapshot: Snapshot, roles: Roles, req: CheckRequest, check_schema: b
         risk_level=RISK_LEVEL[risk], dangerous=risk == "destructive",
         confirmation_required=card, env_context=target, permission_granted=True,
         required_role=None, alternatives=None, policy_revision=rev,
+        approval=approval, may_approve=may, args_digest=args_digest(req.arguments),
     )
 
 

@@ -65,6 +65,7 @@ class Cell:
     decision: str
     reason: str
     required_role: str | None
+    approval: str | None = None  # a card's approval mode (issue 34): self or other
 
     @property
     def key(self) -> tuple[str, Slot, bool]:
@@ -73,7 +74,8 @@ class Cell:
     def short(self) -> str:
         """allow | card | deny → <the role needed> (`deny by rule` when a deny line matched)."""
         if self.decision != "deny":
-            return SHORT.get(self.decision, self.decision)
+            text = SHORT.get(self.decision, self.decision)
+            return f"{text} ({self.approval})" if self.approval == "other" else text
         head = "deny by rule" if self.reason == DENIED_BY_RULE else "deny"
         if self.reason not in ("role_missing", DENIED_BY_RULE):
             head = f"deny ({self.reason})"
@@ -146,7 +148,8 @@ def principal_cells(snapshot: Snapshot, principal: Principal,
             got: Decision = decide(snapshot, roles, slot_request(snapshot, slot, untrusted),
                                    check_schema=False)
             out.append(Cell(principal.name, principal.claim, slot.tool, slot.env, slot.source,
-                            untrusted, got.decision, got.reason_code, got.required_role))
+                            untrusted, got.decision, got.reason_code, got.required_role,
+                            (got.approval or {}).get("mode")))
     return out
 
 
@@ -161,7 +164,7 @@ def build_matrix(snapshot: Snapshot, who: Sequence[Principal] | None = None,
 # -- output -------------------------------------------------------------------------------
 
 CSV_FIELDS = ("principal", "roles", "tool", "env", "source", "context", "decision", "reason",
-              "required_role")
+              "required_role", "approval")
 
 
 def to_json(snapshot: Snapshot, cells: Sequence[Cell]) -> str:
@@ -200,7 +203,8 @@ def to_markdown(snapshot: Snapshot, cells: Sequence[Cell]) -> str:
     by_key = {c.key: c for c in cells}
     columns = ["-", *snapshot.environments]
     lines = [f"# Policy matrix: {snapshot.source.folder} (revision {snapshot.revision})", "",
-             "`allow` runs, `card` asks first, `deny → R` names the least role that would "
+             "`allow` runs, `card` asks first (`card (other)`: someone else approves, "
+             "approvals.yaml), `deny → R` names the least role that would "
              "allow it (`deny by rule`: a deny line matched). `untrusted:` is the answer once "
              "ss-tools output is in the turn, where it differs.", ""]
     order = list(dict.fromkeys(c.principal for c in cells))

@@ -25,6 +25,14 @@ from casbin.persist.adapter import load_policy_line
 from agentchat.catalog import Catalog
 from agentchat.errors import LocalError
 
+from .approvals import (
+    APPROVALS_FILE,
+    ApprovalRule,
+    ApprovalRuleError,
+    parse_approvals,
+    validate_approvals,
+)
+
 MODEL_FILE = "model.conf"
 POLICY_FILE = "policy.csv"
 TESTS_DIR = "tests"
@@ -150,6 +158,8 @@ class PolicySource:
     # and the version its `..data` pointed at.
     tests_folder: Path | None = None
     tests_version: str | None = None
+    # approvals.yaml (issue 34): who answers a carded call; () without the file (all `self`).
+    approvals: tuple[ApprovalRule, ...] = ()
 
 
 def _model_sections(text: str) -> dict[str, str]:
@@ -253,10 +263,14 @@ def _read_tests(test_dir: Path) -> tuple[tuple[str, str], ...]:
                  for p in sorted(test_dir.glob("*.yaml"))) if test_dir.is_dir() else ()
 
 
-def _read_texts(root: Path, own_tests: bool) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+def _read_texts(root: Path, own_tests: bool
+                ) -> tuple[str, str, tuple[tuple[str, str], ...], str | None]:
     model_text = (root / MODEL_FILE).read_text(encoding="utf-8")
     policy_text = (root / POLICY_FILE).read_text(encoding="utf-8")
-    return model_text, policy_text, _read_tests(root / TESTS_DIR) if own_tests else ()
+    approvals = root / APPROVALS_FILE
+    approvals_text = approvals.read_text(encoding="utf-8") if approvals.is_file() else None
+    return (model_text, policy_text, _read_tests(root / TESTS_DIR) if own_tests else (),
+            approvals_text)
 
 
 def _consistent(folder: Path, read: Callable[[Path], T], attempts: int,
@@ -297,7 +311,7 @@ def read_folder(folder: Path | str, attempts: int = 5, *,
     tests_folder = Path(tests_dir) if tests_dir is not None else None
     if tests_folder == folder / TESTS_DIR:
         tests_folder = None  # the default, read with the policy from the same version
-    (model_text, policy_text, tests), root = _consistent(
+    (model_text, policy_text, tests, approvals_text), root = _consistent(
         folder, lambda r: _read_texts(r, tests_folder is None), attempts, "policy")
     tests_version: str | None = None
     if tests_folder is not None:
@@ -306,16 +320,22 @@ def read_folder(folder: Path | str, attempts: int = 5, *,
         tests_version = tests_root.name if tests_root != tests_folder else None
     contexts = check_model(model_text, str(folder / MODEL_FILE))
     lines = parse_lines(policy_text, str(folder / POLICY_FILE), contexts=contexts)
+    try:
+        approvals = parse_approvals(approvals_text, str(folder / APPROVALS_FILE))
+    except ApprovalRuleError as e:
+        raise PolicyError(str(e)) from None
+    # The approvals file counts only when present: a folder without one keeps its revision.
+    extra = ((APPROVALS_FILE, approvals_text),) if approvals_text is not None else ()
     digest = hashlib.sha256()
-    for name, text in (("model", model_text), ("policy", policy_text), *tests):
+    for name, text in (("model", model_text), ("policy", policy_text), *tests, *extra):
         digest.update(f"{name}\0{len(text)}\0{text}".encode())
     files = tuple((name, hashlib.sha256(text.encode()).hexdigest()) for name, text in (
-        (MODEL_FILE, model_text), (POLICY_FILE, policy_text),
+        (MODEL_FILE, model_text), (POLICY_FILE, policy_text), *extra,
         *((f"{TESTS_DIR}/{n}", t) for n, t in tests)))
     return PolicySource(folder, model_text, lines.rules, lines.roles, lines.groups, tests,
                         digest.hexdigest()[:16], lines.order, lines.context_rules, contexts,
                         files, root.name if root != folder else None, tests_folder,
-                        tests_version)
+                        tests_version, approvals)
 
 
 def catalog_groups(catalog: Catalog) -> tuple[tuple[str, str], ...]:
@@ -349,6 +369,10 @@ def validate(source: PolicySource, catalog: Catalog) -> None:
                               "of their own")
     _check_depth(source.roles, "g", where)
     _check_depth((*catalog_groups(catalog), *source.groups), "g2", where)
+    try:
+        validate_approvals(source.approvals, catalog, groups)
+    except ApprovalRuleError as e:
+        raise PolicyError(f"{source.folder}/{e}") from None
 
 
 def _check_depth(edges: tuple[tuple[str, str], ...], kind: str, where: Path) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from agentchat.catalog import Catalog
 
+from .approvals import ApprovalRule
 from .rules import (
     CONTEXT_RULE_CONTEXTS,
     SOURCE_OBJECT,
@@ -220,6 +221,30 @@ class Snapshot:
                 break
         self._required[key] = found
         return found
+
+    # -- approvals (issue 34) ---------------------------------------------------------------
+
+    def approval_rule(self, tool: str, environment: str | None) -> ApprovalRule | None:
+        """The first approvals.yaml rule naming this tool (or a group it is in) and this
+        environment (an env-less call matches only `*`); None: the requester confirms."""
+        groups = self._obj_groups.get(tool, frozenset({tool}))
+        for rule in self.source.approvals:
+            if "*" not in rule.environments and environment not in rule.environments:
+                continue
+            if "*" in rule.tools or any(t in groups for t in rule.tools):
+                return rule
+        return None
+
+    def may_approve(self, roles: Roles, environment: str | None, rule: ApprovalRule) -> bool:
+        """Do these roles hold one of the rule's approver roles in this environment? A role
+        held everywhere or in that environment counts, with the roles it inherits (g lines)."""
+        wanted = set(rule.approvers)
+        for role, env in roles:
+            if env is not None and env != environment:
+                continue
+            if wanted & self._ancestors.get(role, frozenset({role})):
+                return True
+        return False
 
     # -- explain (not on the hot path) ----------------------------------------------------
 

@@ -77,3 +77,25 @@ def decode_audit_key(cursor: str) -> int:
     if len(key) != 1 or type(key[0]) is not int or not 0 < key[0] < 2**63:
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "the cursor is not one this list issued")
     return int(key[0])
+
+
+APPROVALS = "p"
+
+
+def approval_key(created_at: datetime, approval_id: str) -> str:
+    return encode(APPROVALS, created_at.isoformat(), approval_id)
+
+
+def decode_approval_key(cursor: str) -> tuple[datetime, str]:
+    key = _decode(APPROVALS, cursor)
+    try:
+        ts, aid = key
+        if not isinstance(aid, str) or "\x00" in aid:
+            raise ValueError(aid)
+        when = datetime.fromisoformat(ts)
+        if when.tzinfo is None:
+            raise ValueError(ts)
+        return when, aid
+    except (TypeError, ValueError):
+        raise AgentChatError(ErrorCode.INVALID_REQUEST,
+                             "the cursor is not one this list issued") from None

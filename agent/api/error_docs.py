@@ -24,8 +24,11 @@ _WHEN = {
     400: "INVALID_REQUEST: a body that is not JSON, a cursor this list did not issue, or a "
          "message id used elsewhere",
     401: "UNAUTHORIZED: missing, invalid or expired user token",
+    403: "FORBIDDEN: the caller may not do this (an approval: its requester, or no approver "
+         "role for it now)",
     404: "NOT_FOUND: no such conversation, or another user's",
-    409: "CONVERSATION_ARCHIVED: the conversation is archived",
+    409: "CONVERSATION_ARCHIVED: the conversation is archived; an approval's answer: "
+         "STALE_CONFIRMATION, NO_PENDING_CONFIRMATION, ALREADY_ANSWERED, APPROVAL_EXPIRED",
     413: "INVALID_REQUEST: the request body is over the limit (AGENTCHAT_AGENT_MAX_BODY_BYTES)",
     422: "INVALID_REQUEST: malformed input",
     429: "RATE_LIMITED: over the user's REST writes a minute (retryable; Retry-After)",

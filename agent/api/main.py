@@ -2,7 +2,16 @@
 
 from fastapi import APIRouter
 
-from agentchat.agent.api.routes import agent, audit, cancel, conversations, health, history, ui
+from agentchat.agent.api.routes import (
+    agent,
+    approvals,
+    audit,
+    cancel,
+    conversations,
+    health,
+    history,
+    ui,
+)
 
 api_router = APIRouter()
 api_router.include_router(health.router)
@@ -12,3 +21,5 @@ api_router.include_router(conversations.router)
 api_router.include_router(history.router)
 api_router.include_router(ui.router)
 api_router.include_router(audit.router)
+api_router.include_router(approvals.router)
+api_router.include_router(approvals.grants_router)

@@ -25,7 +25,8 @@ from agentchat.agent.storage.db import Db, Row, connection, fetch_one
 
 # A one-key advisory lock (its own space: agentchat.db's locks take two keys or another value).
 AUDIT_LOCK = 0x41430003
-STAGES = ("decision", "card", "answer", "execution", "not_run")
+# `notification`: an approval's notification delivered (issue 34), on its call's record.
+STAGES = ("decision", "card", "answer", "execution", "not_run", "notification")
 
 LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
 HEAD = "SELECT seq, hash, anchor_seq, anchor_hash, anchor_at, clock_timestamp() AS now " \

@@ -114,5 +114,14 @@ async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[s
     await store.append(db, [ref.entry("card", {
         "confirm_id": card.get("confirm_id"), "prompt": cut_text(card.get("prompt")),
         "permission_granted": bool(card.get("permission_granted", True)),
-        "expires_at": card.get("expires_at"), "reason": cut_text(card.get("reason"))},
-        once=True)])
+        "expires_at": card.get("expires_at"), "reason": cut_text(card.get("reason")),
+        **_approval_detail(card)}, once=True)])
+
+
+def _approval_detail(card: dict[str, Any]) -> dict[str, Any]:
+    """Who must answer a card someone else approves (issue 34); nothing for the others."""
+    approval = card.get("approval")
+    if not isinstance(approval, dict):
+        return {}
+    return {"approval": {k: approval.get(k) for k in (
+        "mode", "approval_id", "approvers", "quorum", "expires_at")}}

@@ -44,7 +44,8 @@ class CardAnswers:
         self.audit = audit
 
     async def answer(self, action: submits.Action, *, kind: str, confirm_id: str | None,
-                     principal: Principal, token: str, tab: str
+                     principal: Principal, token: str, tab: str,
+                     approved: dict[str, Any] | None = None
                      ) -> tuple[str, dict[str, Any] | None]:
         """`confirm` or `deny` of the pending card, in the action's transaction: the result
         (confirmed, denied, expired) and the re-check's decision, if one was made. After the
@@ -59,8 +60,19 @@ class CardAnswers:
                                  "that confirmation is no longer pending")
         card = pending["payload"]
         recheck: dict[str, Any] | None = None
+        if approved is not None and approved.get("approval_id") != pending["confirm_id"]:
+            raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
+                                 "that approval is no longer pending")
         if pending["expired"]:
             result = "expired"
+        elif approved is not None:
+            # Decided by approvers (issue 34, chat/approvals.py): each answer and the sidecar's
+            # check of each approver are already in the trail; the last check is in force.
+            recheck = approved["decision"]
+            result = "confirmed" if kind == "confirm" else "denied"
+        elif kind == "confirm" and card.get("approval"):
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 "someone else must approve this; you may only cancel it")
         elif kind == "confirm" and not card.get("permission_granted", True):
             raise AgentChatError(ErrorCode.FORBIDDEN,
                                  "this action is not permitted for you; close the card")
@@ -83,7 +95,8 @@ class CardAnswers:
                                  "the confirmation was already answered")
         if audited:
             ref = audit_store.ref_from_row(await decision.fetchone(), cid, call_id)
-            entries = self._answer_entries(ref, pending, principal, tab, kind, result, recheck)
+            entries = (self._answer_entries(ref, pending, principal, tab, kind, result, recheck)
+                       if approved is None else self._approved_entries(ref, result))
             rows = await audit_store.insert_rows(placing, entries) if entries else None
             if rows is not None:
                 action.then(rows[0], rows[1])
@@ -126,6 +139,12 @@ class CardAnswers:
         ref = await self.audit.record_of(pending["conversation_id"], pending["call_id"], conn)
         entries = self._answer_entries(ref, pending, principal, tab, action, result, recheck)
         await self.audit.append(entries, conn)
+
+    def _approved_entries(self, ref: CallRef | None, result: str) -> list[Entry]:
+        if ref is None or result == "confirmed":
+            return []
+        return [ref.entry("not_run", {"reason": "denied" if result == "denied" else result,
+                                      "detail": "approval"}, once=True)]
 
     def _answer_entries(self, ref: CallRef | None, pending: Row, principal: Principal, tab: str,
                         action: str, result: str,

@@ -227,7 +227,8 @@ class Chat:
                                 "agentchat.action": str(req.action)}):
                             result, recheck = await self.answers.answer(
                                 action, kind=str(req.action), confirm_id=req.confirm_id,
-                                principal=principal, token=token, tab=tab)
+                                principal=principal, token=token, tab=tab,
+                                approved=req.approved)
                         assert opened.pending is not None
                         answer = (opened.pending, result, recheck)
             except AgentChatError as e:

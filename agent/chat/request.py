@@ -44,3 +44,6 @@ class ChatRequest:
     message_id: str | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
     attached: str = ""  # the files as the model reads them, once read (file_text)
+    # Set only by chat/approvals.py, never parsed from a client: the approvers' decision
+    # (`approval_id`, the sidecar's `decision` on the last approver) this resume carries.
+    approved: dict[str, Any] | None = None

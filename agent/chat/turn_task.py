@@ -28,7 +28,8 @@ from agentchat.agent.graph.checkpoints import Checkpointer
 from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.graph.taint import own_result
 from agentchat.agent.metrics import ACTIVE_TURNS, CARDS, TURNS
-from agentchat.agent.storage import confirmations, leases
+from agentchat.agent.storage import approvals as approval_records
+from agentchat.agent.storage import confirmations, leases, outbox
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import STORAGE_ERRORS, Db, connection
 from agentchat.errors import AgentChatError, ErrorCode
@@ -225,6 +226,13 @@ class TurnRunner:
             if stored:  # showing it is its audit row, in the same transaction
                 await card_shown(conn, conversation_id=turn.conversation_id,
                                  turn_id=turn.turn_id, card=card)
+                if card.get("approval") and await approval_records.add_approval(
+                        conn, approval_id=card["confirm_id"],
+                        conversation_id=turn.conversation_id, card=card,
+                        rule=card["approval"]["policy_rule"], tab=turn.tab,
+                        expires_at=datetime.fromisoformat(card["expires_at"])):
+                    # Someone else answers it (issue 34): told from the outbox, never here.
+                    await outbox.enqueue(conn, card["confirm_id"], "approval_requested")
         if stored:
             CARDS.labels("shown").inc()
         await self._finish(turn, "awaiting_confirmation")

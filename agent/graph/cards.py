@@ -63,10 +63,36 @@ def refusal(call: Any, text: str) -> ToolMessage:
     return own_result(text, tool_call_id=call["id"] or "", name=call["name"])
 
 
+# Where an approver answers (issue 34): the panel's approvals page, under the agent's prefix.
+APPROVE_PATH = "/api/agent/ui/approvals/"
+MAX_APPROVAL_S = 7 * 24 * 3600
+
+
+def approval_of(confirm_id: str, d: dict[str, Any]) -> dict[str, Any] | None:
+    """The card's `approval` (docs/protocol.md §11) when the policy says someone else answers
+    it: its id is the card's, its expiry the policy's (at most 7 days), not the card TTL."""
+    rule = d.get("approval")
+    if d.get("decision") == "deny" or not isinstance(rule, dict) or rule.get("mode") != "other":
+        return None
+    ttl = min(float(rule.get("expires_after_s") or 4 * 3600), MAX_APPROVAL_S)
+    return {
+        "mode": "other", "approval_id": confirm_id,
+        "approvers": list(rule.get("approvers") or []), "quorum": int(rule.get("quorum") or 1),
+        "expires_at": (datetime.now(UTC) + timedelta(seconds=ttl)).isoformat(),
+        "approve_url": APPROVE_PATH + confirm_id,
+        "args_digest": d.get("args_digest"),
+        "policy_rule": {"rule": rule.get("rule"),
+                        "escalate_after_s": rule.get("escalate_after_s"),
+                        "grant_max_minutes": rule.get("grant_max_minutes") or 0},
+    }
+
+
 def card_payload(confirm_id: str, words: CardWords, call: Any, d: dict[str, Any]) -> dict[str, Any]:
     ctx = words.ctx
     granted = d.get("decision") != "deny"
-    expires = datetime.now(UTC) + timedelta(seconds=ctx.confirmation_ttl_s)
+    approval = approval_of(confirm_id, d)
+    expires = (datetime.fromisoformat(approval["expires_at"]) if approval is not None
+               else datetime.now(UTC) + timedelta(seconds=ctx.confirmation_ttl_s))
     tool, env = call["name"], d.get("env_context")
     return {
         "type": "confirm_required",
@@ -92,4 +118,6 @@ def card_payload(confirm_id: str, words: CardWords, call: Any, d: dict[str, Any]
         "reason": taint_reason(d.get("untrusted_source"), ctx.lang)
         if d.get("reason_code") == UNTRUSTED_CARD else None,
         "expires_at": expires.isoformat(),
+        # Set when someone else must approve (mode `other`): the requester only cancels.
+        "approval": approval,
     }

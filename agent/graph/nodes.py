@@ -39,6 +39,7 @@ from agentchat.agent.graph.tool_runtime import (
 )
 from agentchat.agent.graph.verdicts import Verdicts, confirm_call
 from agentchat.catalog import Catalog
+from agentchat.digest import object_key
 from agentchat.errors import AgentChatError, ErrorCode, error_body
 from agentchat.tool_request import InvalidArguments, validate_arguments
 
@@ -133,8 +134,10 @@ class Nodes:
         out = []
         # The call's first row names its branch (issue 35).
         if d.get("decision_id"):  # the sidecar answered (a refusal of its own included)
-            out.append(ref.entry("decision", {**decision_detail(d, kind="check", taint=taint),
-                                              "branch": ctx.branch}))
+            detail = {**decision_detail(d, kind="check", taint=taint), "branch": ctx.branch}
+            if d.get("grant_id"):  # covered by a time-boxed grant (issue 34)
+                detail["grant_id"] = d["grant_id"]
+            out.append(ref.entry("decision", detail))
         if d.get("decision") == REFUSED:
             out.append(ref.entry("not_run", {"reason": "refused", "branch": ctx.branch,
                                              "detail": cut_text(d.get("detail"))}, once=True))
@@ -170,7 +173,23 @@ class Nodes:
                  "reason_code": UNTRUSTED_CARD}
         if d.get("reason_code") == UNTRUSTED_CARD:
             d = {**d, "untrusted_source": taint}
-        return d
+        return await self._granted(d, tool, args, ctx)
+
+    async def _granted(self, d: dict[str, Any], tool: Any, args: dict[str, Any],
+                       ctx: TurnRuntime) -> dict[str, Any]:
+        """A call the sidecar sends to someone else's approval, covered by a live time-boxed
+        grant of an earlier approval (issue 34): it runs without a card, audited with the
+        grant. Only the catalog's card is covered, never an untrusted context's."""
+        approval = d.get("approval") or {}
+        if (self.deps.grants is None or d.get("decision") != "allow_with_confirmation"
+                or approval.get("mode") != "other" or d.get("reason_code") == UNTRUSTED_CARD):
+            return d
+        key = object_key(args, tuple(tool.environment_arguments()))
+        grant_id = await self.deps.grants(ctx.conversation_id, tool.name,
+                                          d.get("env_context"), key)
+        if grant_id is None:
+            return d
+        return {**d, "decision": "allow", "confirmation_required": False, "grant_id": grant_id}
 
     async def confirm(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["tools", "model"]]:

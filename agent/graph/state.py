@@ -6,7 +6,7 @@ checkpointed), the graph's dependencies, and the stable ids a call's card and re
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -86,6 +86,9 @@ class GraphDeps:
     policy: PolicyClient
     tools: ToolRuntime
     audit: AuditTrail | None = None  # None: no trail (AGENTCHAT_AGENT_AUDIT=false)
+    # Issue 34: the live time-boxed grant covering a call of the conversation's owner
+    # (conversation_id, tool, environment, object key) -> grant id; None: no grants.
+    grants: Callable[[str, str, str | None, str], Awaitable[str | None]] | None = None
 
     @property
     def catalog(self) -> Catalog:

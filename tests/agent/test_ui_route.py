@@ -119,7 +119,7 @@ def test_config_in_dev_lists_the_demo_users(dev: Service) -> None:
     assert config["gradio_path"] == "/api/agent/gradio"
     assert config["assistant_base"] == "/api/assistant"
     assert config["dev"] is True
-    assert [u["id"] for u in config["demo_users"]] == ["alice", "bob", "carol"]
+    assert [u["id"] for u in config["demo_users"]] == ["alice", "bob", "carol", "dave"]
     assert all(u["label"].startswith(u["id"]) for u in config["demo_users"])
 
 

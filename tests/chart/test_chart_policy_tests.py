@@ -77,7 +77,8 @@ def test_the_tests_configmap_is_mounted_whole_where_the_sidecar_reads_it() -> No
     assert volumes["policy-tests"] == {"name": "policy-tests",
                                        "configMap": {"name": "t-agentchat-policy-tests"}}
     assert volumes["policy"] == {"name": "policy", "configMap": {"name": "t-agentchat-policy"}}
-    assert set(one(docs, "ConfigMap", "-policy")["data"]) == {"model.conf", "policy.csv"}
+    assert set(one(docs, "ConfigMap", "-policy")["data"]) == {"model.conf", "policy.csv",
+                                                               "approvals.yaml"}
     # The tests are YAML the sidecar parses as shipped.
     for text in one(docs, "ConfigMap", "-policy-tests")["data"].values():
         assert yaml.safe_load(text)["cases"]

@@ -54,6 +54,8 @@ def test_schema_refuses_bad_values(sets: dict[str, Any], message: str) -> None:
      "either policy.existingConfigMap or the inline"),
     (DEFAULT, {"catalog.existingConfigMap": "c", "catalog.inline": "version: 1"},
      "either catalog.existingConfigMap or catalog.inline"),
+    (DEFAULT, {"approvals.webhook.url": "https://hooks.example/x"},
+     "approvals.webhook.url needs approvals.webhook.existingSecret"),
 ])
 def test_chart_refuses_unsafe_combinations(files: list[Path], sets: dict[str, Any],
                                            message: str) -> None:
@@ -117,3 +119,28 @@ def test_values_dev_passes_the_schema() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     for path in [CHART / "values-dev.yaml", *(CHART / "ci").glob("*-values.yaml")]:
         jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+
+
+def test_approval_notifications_are_configured_from_values_and_existing_secrets() -> None:
+    """Issue 34: the webhook's key and the SMTP URL come from existing Secrets, the rest from
+    the env ConfigMap."""
+    from testkit.chart import one
+
+    docs = render(DEFAULT, {
+        "approvals.publicUrl": "https://ss.example.com",
+        "approvals.webhook.url": "https://hooks.example/x",
+        "approvals.webhook.existingSecret": "approvals",
+        "approvals.email.existingSecret": "smtp", "approvals.email.from": "ac@example.com",
+        "approvals.email.to": {"prod": ["ops@example.com"]}})
+    env = one(docs, "ConfigMap", "-env")["data"]
+    assert env["AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL"] == "https://hooks.example/x"
+    assert env["AGENTCHAT_AGENT_PUBLIC_URL"] == "https://ss.example.com"
+    assert json.loads(env["AGENTCHAT_AGENT_APPROVAL_EMAIL_TO"]) == {"prod": ["ops@example.com"]}
+    assert env["AGENTCHAT_AGENT_SMTP_FROM"] == "ac@example.com"
+    assert "AGENTCHAT_AGENT_SMTP_URL" not in env  # from the Secret, never a ConfigMap
+    agent = next(c for c in one(docs, "Deployment", "-agent")["spec"]["template"]["spec"][
+        "containers"] if c["name"] == "agent")
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in agent["env"] if "valueFrom" in e}
+    assert refs["AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET"] == {"name": "approvals",
+                                                                "key": "webhook-secret"}
+    assert refs["AGENTCHAT_AGENT_SMTP_URL"] == {"name": "smtp", "key": "smtp-url"}

@@ -77,7 +77,7 @@ def test_no_reference_dangles() -> None:
 @pytest.mark.parametrize(("text", "expected"), [
     ("see agent/chat/service.py", ["agent/chat/service.py"]),
     ("see chat/stream.py", ["chat/stream.py"]),
-    ('docs/architecture.md, "Streaming at\n   scale" and protocol.md §11', ["protocol.md §11"]),
+    ('docs/architecture.md, "Streaming at\n   scale" and protocol.md §99', ["protocol.md §99"]),
     ('docs/architecture.md, "Nowhere"', ['docs/architecture.md, "Nowhere"']),
     ("as `002_…` says; ARCHITECTURE", ["002_…", "ARCHITECTURE"]),
     ("agent/chat/facade.py, chat/facade.py, docs/ux.md, protocol.md §4", []),

@@ -19,7 +19,8 @@ from testkit.synthetic_policies import SHIPPED_POLICY
 
 CARD_FIELDS = {"request_id", "decision_id", "decision", "allow", "reason_code", "tool", "risk",
                "risk_level", "dangerous", "confirmation_required", "env_context",
-               "permission_granted", "required_role", "alternatives", "policy_revision", "detail"}
+               "permission_granted", "required_role", "alternatives", "policy_revision", "detail",
+               "approval", "may_approve", "args_digest"}
 LOG_FIELDS = {"ts", "decision_id", "request_id", "service.sub", "user.sub", "roles", "env",
               "source_env", "context", "tool", "args_digest", "decision", "reason_code", "risk",
               "confirmation_required", "policy_revision", "latency_us"}
@@ -59,6 +60,11 @@ def test_allow_confirm_and_deny_with_alternatives(client: PolicyClient, issuer: 
     assert (deploy["decision"], deploy["risk"], deploy["risk_level"], deploy["dangerous"],
             deploy["confirmation_required"], deploy["env_context"], deploy["required_role"]) == (
         "allow_with_confirmation", "write", "guarded", False, True, "prod", None)
+    # Who answers the card (issue 34): someone else in prod, and alice (admin) may approve.
+    assert (deploy["approval"]["mode"], deploy["approval"]["approvers"],
+            deploy["approval"]["quorum"], deploy["may_approve"]) == (
+        "other", ["approver", "admin"], 1, True)
+    assert read.json()["approval"] is None and read.json()["may_approve"] is False
     assert client.check(bob, "deploy_dashboard", "ss-dev", env_id="ss-dev",
                         dashboard_id=42).json()["decision"] == "allow"
 

@@ -132,10 +132,14 @@ def test_matrix_formats_and_extra_principals(tmp_path: Path) -> None:
                       str(tmp_path / "m.csv"))
     assert csv_out.returncode == 0 and csv_out.stdout == ""
     rows = (tmp_path / "m.csv").read_text().splitlines()
-    assert rows[0] == "principal,roles,tool,env,source,context,decision,reason,required_role"
+    assert rows[0] == ("principal,roles,tool,env,source,context,decision,reason,required_role,"
+                       "approval")
     assert len(rows) == 1 + 2288
     assert "editor+oncall,editor oncall,start_maintenance,prod,,trusted,deny,denied_by_rule," \
-           "oncall" in rows
+           "oncall," in rows
+    # The approval mode (issue 34): the shipped policy's prod deploy is approved by another.
+    assert "editor,editor,deploy_dashboard,prod,,trusted,allow_with_confirmation," \
+           "confirmation_required,,other" in rows
 
     broken = tmp_path / "broken"
     shutil.copytree(SHIPPED_POLICY, broken)
@@ -215,7 +219,8 @@ def test_diff_lists_exactly_the_changed_cells_and_test_outcomes() -> None:
         for c in BOTH}
     assert all((c["old"]["required_role"], c["new"]["required_role"]) == ("oncall", "auditor")
                for c in diff["changes"] if c["kind"] == "required_role")
-    assert diff["counts"] == {"wider": 10, "narrower": 4, "required_role": 46, "reason": 8}
+    assert diff["counts"] == {"wider": 10, "narrower": 4, "required_role": 46, "approval": 0,
+                              "reason": 8}
 
     tests = {(t["file"], t["roles"][0], t["old"], t["new"]) for t in diff["tests"]}
     assert tests == {
@@ -229,7 +234,8 @@ def test_diff_lists_exactly_the_changed_cells_and_test_outcomes() -> None:
         {"passed": 88, "failed": 0}, {"passed": 89, "failed": 0})
 
     md = _policy("diff", str(OLD), str(NEW)).stdout
-    assert "68 of 3120 cells change: 10 wider, 4 narrower, 46 required role, 8 reason." in md
+    assert ("68 of 3120 cells change: 10 wider, 4 narrower, 46 required role, 0 approval, "
+            "8 reason.") in md
     assert "| editor+auditor | deploy_dashboard | prod (untrusted) | card | " \
            "deny by rule → editor |" in md
     assert "## Policy tests whose outcome changes: 5" in md

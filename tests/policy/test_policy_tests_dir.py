@@ -55,7 +55,8 @@ def project(root: Path, files: dict[str, str]) -> None:
 
 
 def shipped_policy(**replace: str) -> dict[str, str]:
-    files = {n: (SHIPPED_POLICY / n).read_text() for n in ("model.conf", "policy.csv")}
+    files = {n: (SHIPPED_POLICY / n).read_text()
+             for n in ("model.conf", "policy.csv", "approvals.yaml")}
     return {**files, **replace}
 
 

@@ -5,9 +5,10 @@ Sync or a simple query: a point where the agent waits for the server.
 The window runs from the submit to the turn's first tool call (`INSERT INTO tool_calls`).
 Left out: the graph's own statements (LangGraph's checkpoints, which a card's re-check reads
 too) and the run writer's (`runs`, `run_events`: one task per replica stores every run's
-events in batches, beside the turn, never on its path), each as the whole transaction it is
-in; and the pool's check of a connection idle for 100 ms or more (an empty query, skipped
-under load: agentchat/db.py), counted apart.
+events in batches, beside the turn, never on its path) and the approvals' notifier's (the
+outbox it polls), each as the whole transaction it is in; and the pool's check of a
+connection idle for 100 ms or more (an empty query, skipped under load: agentchat/db.py),
+counted apart.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from testkit.raw_chat import RawChat
 from testkit.reliability import say
 from testkit.stack import Stack
 
-# LangGraph's tables; the run writer's inserts and updates (a submit only reads `runs`).
-NOT_THE_SUBMITS = re.compile(r"\bcheckpoint\w*|\brun_events\b|\b(INSERT INTO|UPDATE) runs\b",
-                             re.I)
+# LangGraph's tables; the run writer's inserts and updates (a submit only reads `runs`); the
+# approvals' notifier (its own task, polling the outbox: agent/chat/notify.py).
+NOT_THE_SUBMITS = re.compile(r"\bcheckpoint\w*|\brun_events\b|\b(INSERT INTO|UPDATE) runs\b"
+                             r"|\bapproval_outbox\b", re.I)
 TOOL_STARTS = re.compile(r"INSERT INTO tool_calls\b", re.I)
 GRAPH = re.compile(r"\bcheckpoint", re.I)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,10 +69,20 @@ class Stack:
                                log=self.data_dir / "sandbox.log").start()
         return self.sandbox
 
+    def self_approved_policy(self) -> Path:
+        """The shipped policy without its approvals.yaml: every card is the requester's own
+        (`self`), as the suite's card flows drive it; tests/system/test_approvals.py brings
+        its own rules (issue 34)."""
+        folder = self.data_dir / "policy-self"
+        if not folder.exists():
+            shutil.copytree(PACKAGE_DATA / "policy", folder,
+                            ignore=shutil.ignore_patterns("approvals.yaml"))
+        return folder
+
     def start_policy(self, port: int | None = None) -> Service:
         port = port or free_port()
         env = {**self.base_env(), "AGENTCHAT_POLICY_DECISION_LOG_STDOUT": "false",
-               **self.policy_env}
+               "AGENTCHAT_POLICY_DIR": str(self.self_approved_policy()), **self.policy_env}
         self.policy = Service(["policy", "serve", "--port", str(port)], env=env, port=port,
                               ready_path="/readyz", log=self.data_dir / "policy.log").start()
         return self.policy

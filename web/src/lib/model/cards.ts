@@ -6,6 +6,7 @@ import type { CardView } from "./types.js";
 export function cardFrom(m: Record<string, unknown>, content: string, receivedAt: number, armMs: number): CardView {
   const dangerous = m.dangerous === true;
   const exp = Date.parse(String(m.expires_at ?? ""));
+  const a = m.approval as { approvers?: unknown; quorum?: unknown; approve_url?: unknown } | null;
   return {
     kind: "card",
     confirmId: String(m.confirm_id),
@@ -23,6 +24,10 @@ export function cardFrom(m: Record<string, unknown>, content: string, receivedAt
           typeof (a as { prompt?: unknown })?.prompt === "string")
         .map((a) => ({ action: String(a.action ?? ""), prompt: a.prompt }))
       : [],
+    approval: a && typeof a === "object"
+      ? { approvers: Array.isArray(a.approvers) ? a.approvers.map(String) : [],
+          quorum: Number(a.quorum ?? 1), approveUrl: String(a.approve_url ?? "") }
+      : null,
     expiresAt: Number.isFinite(exp) ? exp : receivedAt + 300_000,
     armedAt: dangerous ? receivedAt + armMs : receivedAt,
     status: "pending",

@@ -182,7 +182,8 @@ export class ChatModel {
   }
 
   canConfirm(card: CardView): boolean {
-    return this.canAnswer(card) && card.permissionGranted && this.now >= card.armedAt;
+    return this.canAnswer(card) && card.permissionGranted && !card.approval
+      && this.now >= card.armedAt;
   }
 
   /** Retry buttons (error card, tool 🔄, «Повторить запрос?») work when nothing streams. */

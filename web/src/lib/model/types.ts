@@ -203,6 +203,9 @@ export interface CardView {
   /** Why an untrusted card is asked, in the turn's language (docs/protocol.md §3). */
   reason: string | null;
   alternatives: Alternative[];
+  /** Set when someone else must approve it (docs/protocol.md §11): Confirm is not offered, the
+   * requester may only cancel the request. */
+  approval: { approvers: string[]; quorum: number; approveUrl: string } | null;
   /** Epoch ms. */
   expiresAt: number;
   /** Epoch ms from which Confirm is enabled (10 s after a dangerous card arrives). */

@@ -1,0 +1,231 @@
+"""Approvals by someone else (issue 34, docs/protocol.md §11): an approver's answer, the
+inbox, and the turn's resume once the quorum is met.
+
+An answer is checked, in this order and under the conversation's lock, so each refusal has
+its code and changes nothing: the requester (FORBIDDEN), an approval no longer pending
+(APPROVAL_EXPIRED, or NO_PENDING_CONFIRMATION once approved, denied or cancelled), the same
+approver twice (ALREADY_ANSWERED), a digest that is not the card's (STALE_CONFIRMATION), then
+the sidecar with the approver's own token and the current policy (not an approver there, or
+not permitted the call: FORBIDDEN). The answer, the sidecar's decision on the approver and the
+audit rows are one transaction. A deny, or the quorum's last approval, resumes the turn as a
+new run through `Chat.submit` (the requester's conversation, their tab's lease): the card is
+resolved there, once, and the call runs with the card's idempotency key under the token of
+the approver whose answer decided it (the requester's token is never stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agentchat.agent.audit.trail import AuditTrail, decision_detail
+from agentchat.agent.chat.facade import Chat
+from agentchat.agent.chat.request import ChatRequest
+from agentchat.agent.graph.cards import APPROVE_PATH
+from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.storage import approvals as records
+from agentchat.agent.storage import grants as grant_records
+from agentchat.agent.storage import outbox
+from agentchat.agent.storage.db import Db, Row, connection
+from agentchat.catalog_source import CatalogSource
+from agentchat.db import conversation_lock
+from agentchat.digest import object_key
+from agentchat.errors import AgentChatError, ErrorCode
+from agentchat.identity import Principal
+
+log = logging.getLogger("agentchat.agent")
+
+__all__ = ["APPROVAL_ID", "APPROVE_PATH", "ApprovalAnswer", "Approvals"]
+
+UNTRUSTED_CARD = "confirmation_required_untrusted"
+RESUME_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    decision: str  # approve | deny
+    args_digest: str
+    comment: str = ""
+    channel: str = "rest"
+    grant_minutes: int | None = None  # approve, and cover the same calls for this long
+
+
+# An approval's id is its card's confirm_id (a UUID); anything else names none (and never
+# reaches a statement: text columns hold no NUL).
+APPROVAL_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+def not_found() -> AgentChatError:
+    return AgentChatError(ErrorCode.NOT_FOUND, "no such approval")
+
+
+class Approvals:
+    def __init__(self, *, pool: Db, chat: Chat, policy: PolicyClient, catalogs: CatalogSource,
+                 audit: AuditTrail | None) -> None:
+        self.pool = pool
+        self.chat = chat
+        self.policy = policy
+        self.catalogs = catalogs
+        self.audit = audit
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def visible(self, approval_id: str, user: Principal) -> Row:
+        """One approval for its requester or a holder of one of its approver roles; anyone
+        else: NOT_FOUND (never revealed as existing)."""
+        row = (await records.get_approval(self.pool, approval_id)
+               if APPROVAL_ID.match(approval_id) else None)
+        if row is None or (row["requester"] != user.sub and not records.may_see(row, user.roles)):
+            raise not_found()
+        return row
+
+    # -- answering --------------------------------------------------------------------------
+
+    async def answer(self, approval_id: str, approver: Principal, token: str,
+                     body: ApprovalAnswer) -> dict[str, Any]:
+        first = (await records.get_approval(self.pool, approval_id)
+                 if APPROVAL_ID.match(approval_id) else None)
+        if first is None:
+            raise not_found()
+        cid = str(first["conversation_id"])
+        decided: str | None = None
+        async with connection(self.pool) as conn, conversation_lock(conn, cid):
+            async with conn.transaction():
+                row = await records.get_approval(conn, approval_id, lock=True)
+                if row is None:
+                    raise not_found()
+                check = await self._refusals(row, approver, token, body)
+                added = await records.add_answer(
+                    conn, approval_id=approval_id, approver=approver.sub,
+                    decision=body.decision, comment=body.comment, channel=body.channel,
+                    decision_id=check.get("decision_id"), grant_minutes=body.grant_minutes)
+                if added is None:  # a racing second answer of the same person
+                    raise AgentChatError(ErrorCode.ALREADY_ANSWERED,
+                                         "you have already answered this approval")
+                count, grant_minutes = added
+                if body.decision == "deny":
+                    decided = "denied"
+                elif count >= int(row["quorum"]):
+                    decided = "approved"
+                if decided is not None and not await records.decide(conn, approval_id,
+                                                                    decided):
+                    raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
+                                         "this approval was already decided")
+                grant = None
+                if decided == "approved" and grant_minutes:
+                    grant = await self._grant(conn, row, approver, grant_minutes)
+                await self._audit(conn, row, approver, body, check, decided or "pending")
+                await outbox.enqueue(conn, approval_id, "approval_answered", {
+                    "approver": approver.sub, "decision": body.decision,
+                    "status": decided or "pending", "comment": body.comment})
+        run_id = None
+        if decided is not None:
+            run_id = await self._resume(row, token, decided, check)
+        return {"approval_id": approval_id, "status": decided or "pending",
+                "approvals": count if body.decision == "approve" else 0,
+                "quorum": int(row["quorum"]), "run_id": run_id,
+                "grant_id": grant["grant_id"] if grant else None}
+
+    async def _grant(self, conn: Any, row: Row, approver: Principal,
+                     minutes: int) -> Row | None:
+        """A time-boxed grant for the requester's same calls (same tool, environment and
+        object), asked by every approval that met the quorum."""
+        tool = self.catalogs.current().get(str(row["tool"]))
+        env_args = tuple(tool.environment_arguments()) if tool is not None else ()
+        args = (row["card"] or {}).get("tool_args") or {}
+        return await grant_records.add_grant(
+            conn, approval_id=row["approval_id"], requester=row["requester"], tool=row["tool"],
+            environment=row["environment"], object_key=object_key(args, env_args),
+            granted_by=approver.sub, minutes=minutes)
+
+    async def _refusals(self, row: Row, approver: Principal, token: str,
+                        body: ApprovalAnswer) -> dict[str, Any]:
+        """Each refusal with its code, nothing written; else the sidecar's decision on the
+        approver (current token, current policy)."""
+        if approver.sub == row["requester"]:
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 "you asked for this; someone else must approve it")
+        status = row["status"]
+        if status == "expired":
+            raise AgentChatError(ErrorCode.APPROVAL_EXPIRED,
+                                 "this approval expired; nothing will run")
+        if status != "pending":
+            raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
+                                 f"this approval is no longer pending ({status})")
+        if any(a["approver"] == approver.sub for a in row["answers"]):
+            raise AgentChatError(ErrorCode.ALREADY_ANSWERED,
+                                 "you have already answered this approval")
+        allowed = int((row["rule"] or {}).get("grant_max_minutes") or 0)
+        if body.grant_minutes is not None and (body.decision != "approve"
+                                               or body.grant_minutes > allowed):
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 f"this rule allows grants of at most {allowed} minutes"
+                                 if allowed else "this rule allows no time-boxed grants")
+        if body.args_digest != row["args_digest"]:
+            raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
+                                 "args_digest is not the card's: the approval is for other "
+                                 "arguments")
+        card = row["card"] or {}
+        catalog = self.catalogs.current()
+        tool = catalog.get(str(row["tool"]))
+        if tool is None:
+            raise AgentChatError(ErrorCode.FORBIDDEN, "this action is no longer in the catalog")
+        check = await self.policy.check_call(
+            user_jwt=token, tool=tool, arguments=card.get("tool_args") or {},
+            untrusted=card.get("reason_code") == UNTRUSTED_CARD,
+            catalog_revision=catalog.revision)
+        if not check.get("may_approve"):
+            roles = ", ".join(row["approvers"])
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 f"you may not answer this (approver roles: {roles})")
+        if body.decision == "approve" and check.get("decision") == "deny":
+            # An approval runs the call under the approver's token: they must be permitted it.
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 "you may deny this, but not approve it: the call would run "
+                                 "under your token, which may not run it")
+        return check
+
+    async def _audit(self, conn: Any, row: Row, approver: Principal, body: ApprovalAnswer,
+                     check: dict[str, Any], result: str) -> None:
+        """The sidecar's check of the approver and their answer, on the call's record."""
+        if self.audit is None:
+            return
+        ref = await self.audit.record_of(row["conversation_id"], row["call_id"], conn)
+        if ref is None:
+            return
+        await self.audit.append([
+            ref.entry("decision", decision_detail(check, kind="approver_check", taint=None)),
+            ref.entry("answer", {"confirm_id": row["approval_id"], "by": approver.sub,
+                                 "channel": body.channel, "action": body.decision,
+                                 "result": result, "comment": body.comment[:500]}),
+        ], conn)
+
+    async def _resume(self, row: Row, token: str, decided: str,
+                      check: dict[str, Any]) -> str | None:
+        """The turn goes on as a new run of the requester's conversation, through the one
+        door: the card is resolved there (once: a conditional update), the call runs with the
+        card's idempotency key. A conversation busy with the requester's own run is tried
+        again for a few seconds; after that the approval stays decided, its card pending (the
+        requester cancels it), and the log says so."""
+        req = ChatRequest(text="__resume__",
+                          action="confirm" if decided == "approved" else "deny",
+                          conversation_id=str(row["conversation_id"]), uicontext=None,
+                          user_id=None, user_jwt=token, env_id=None,
+                          confirm_id=str(row["approval_id"]),
+                          tab_id=str(row["tab_id"] or f"approval:{row['approval_id']}"),
+                          approved={"approval_id": row["approval_id"], "decision": check})
+        for attempt in range(RESUME_ATTEMPTS):
+            try:
+                run = await self.chat.submit(req, Principal(sub=str(row["requester"])))
+            except AgentChatError as e:
+                if e.code == ErrorCode.CONVERSATION_BUSY and attempt + 1 < RESUME_ATTEMPTS:
+                    await asyncio.sleep(0.5)  # the requester's own run still ending
+                    continue
+                log.warning("approval %s decided but its turn did not resume: %s",
+                            row["approval_id"], e.code)
+                return None
+            return run.run_id
+        return None

@@ -1,0 +1,508 @@
+"""Approvals by someone else (issue 34), from outside: real sandbox, sidecar, agent and
+PostgreSQL, the offline model, the REST API as an approver's client would call it.
+
+- bob asks a prod deploy (mode `other`): the card carries `approval` and his Confirm is refused;
+  alice approves through `POST /api/agent/approvals/{id}` with the card's digest; the turn
+  resumes as a new run (bob's tab joins it); the sandbox shows one deploy; the audit record
+  has both people.
+- The refusals: bob approving his own, carol (no approver role), a wrong digest, a second
+  answer, after expiry, after bob cancelled: each its code, and nothing changes.
+- Quorum 2: one approval leaves it pending, the second person's runs it.
+- A time-boxed grant covers a second identical call (no card, audited with the grant) and not
+  a call on another object; revoked, it stops covering at once.
+- The inbox: pending, answered and expired lists, never one's own requests, keyset pages; one
+  approval with its context.
+- Notifications: a real HTTP receiver gets the signed webhook of a request, an answer, an
+  escalation and an expiry; down for a while, it gets them after it comes back, once per
+  notification id; a real SMTP server (aiosmtpd) gets the e-mail with the link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from email import message_from_bytes
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiosmtpd.controller import Controller
+
+from agentchat.settings import PACKAGE_DATA
+from testkit.raw_chat import Outcome, RawChat
+from testkit.reliability import say
+from testkit.stack import Stack, stack_on_own_database
+from testkit.support import free_port
+
+SECRET = "approvals-webhook-secret"
+
+# Prod deploys: one approver; prod deletes: two; ss-stage deploys expire in 3 s.
+APPROVALS = """
+rules:
+  - tools: [deploy_dashboard]
+    environments: [prod]
+    mode: other
+    approvers: [approver, admin]
+    grant_max_minutes: 60
+  - tools: [destructive]
+    environments: [prod]
+    mode: other
+    approvers: [approver, admin]
+    quorum: 2
+  - tools: [deploy_dashboard]
+    environments: [ss-stage]
+    mode: other
+    approvers: [approver, admin]
+    expires_after_minutes: 0.05
+    escalate_after_minutes: 0.02
+"""
+
+
+class Receiver:
+    """A real HTTP server taking webhooks; `down()` closes its socket, `up()` reopens it on the
+    same port (a receiver restarting)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.got: list[tuple[dict[str, str], bytes]] = []
+        self.server: ThreadingHTTPServer | None = None
+
+    def up(self) -> None:
+        got = self.got
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                got.append(({k.lower(): v for k, v in self.headers.items()}, raw))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        assert self.server is not None
+        self.server.shutdown()
+        self.server.server_close()
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every delivery's body, after checking its signature."""
+        out = []
+        for headers, raw in list(self.got):
+            stamp = headers["x-agentchat-timestamp"]
+            mac = hmac.new(SECRET.encode(), stamp.encode() + b"." + raw, hashlib.sha256)
+            assert headers["x-agentchat-signature"] == "sha256=" + mac.hexdigest()
+            assert abs(time.time() - int(stamp)) < 120
+            out.append(json.loads(raw))
+        return out
+
+
+class Mailbox:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.messages.append(message_from_bytes(envelope.content))
+        return "250 OK"
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    r.up()
+    yield r
+    if r.server is not None:
+        r.down()
+
+
+@pytest.fixture(scope="module")
+def mailbox() -> Iterator[tuple[Mailbox, int]]:
+    box, port = Mailbox(), free_port()
+    controller = Controller(box, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield box, port
+    controller.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str, migrated_template: str,
+          receiver: Receiver, mailbox: tuple[Mailbox, int]) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("approvals")
+    policy = tmp / "policy"
+    shutil.copytree(PACKAGE_DATA / "policy", policy)
+    (policy / "approvals.yaml").write_text(APPROVALS)
+    with stack_on_own_database(
+            pg_server, migrated_template, tmp, policy_env={"AGENTCHAT_POLICY_DIR": str(policy)},
+            AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL=f"http://127.0.0.1:{receiver.port}/hook",
+            AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET=SECRET,
+            AGENTCHAT_AGENT_SMTP_URL=f"smtp://127.0.0.1:{mailbox[1]}",
+            AGENTCHAT_AGENT_SMTP_FROM="agentchat@example.com",
+            AGENTCHAT_AGENT_APPROVAL_EMAIL_TO=json.dumps({"prod": ["ops@example.com"]}),
+            AGENTCHAT_AGENT_APPROVAL_ESCALATION_EMAIL_TO=json.dumps(
+                {"*": ["oncall@example.com"]}),
+            AGENTCHAT_AGENT_PUBLIC_URL="https://ss.example.com",
+            AGENTCHAT_AGENT_OUTBOX_POLL_S="0.2", AGENTCHAT_AGENT_OUTBOX_RETRY_S="0.3") as s:
+        yield s
+
+
+def people(stack: Stack) -> dict[str, str]:
+    return {"bob": stack.token("bob", ["editor", "admin@prod"]),
+            "alice": stack.token("alice", ["admin"]),
+            "dave": stack.token("dave", ["approver@prod", "admin@prod"]),
+            "carol": stack.token("carol", ["editor"]),
+            # An approver who may not deploy: may deny, not approve (it would run as erin).
+            "erin": stack.token("erin", ["approver@prod", "viewer"])}
+
+
+def ask(stack: Stack, token: str, text: str) -> tuple[RawChat, Outcome]:
+    tab = RawChat(stack.agent.url, token, None)  # type: ignore[arg-type]
+    out = say(stack.agent, token, text, tab=tab, timeout=60)
+    assert out.kind == "confirm_required", out.types()
+    return tab, out
+
+
+def answer(stack: Stack, token: str, approval_id: str, **body: Any) -> httpx.Response:
+    return httpx.post(f"{stack.agent.url}/api/agent/approvals/{approval_id}", json=body,
+                      headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def get(stack: Stack, token: str, path: str, **params: Any) -> httpx.Response:
+    return httpx.get(f"{stack.agent.url}/api/agent/{path}", params=params, timeout=30,
+                     headers={"Authorization": f"Bearer {token}"})
+
+
+def deploys(stack: Stack, env: str = "prod") -> list[dict[str, Any]]:
+    return [a for a in stack.audit(operation="deploy_dashboard")
+            if a["env"] == env and a["outcome"] == "ok"]
+
+
+def wait_run(stack: Stack, token: str, cid: str, run_id: str) -> Outcome:
+    """The resumed run as the requester's tab sees it: /active names it, a join follows it."""
+    active = get(stack, token, f"conversations/{cid}/active").json()
+    assert active["run"]["run_id"] == run_id, active
+    joined = say(stack.agent, token, {"text": "", "files": [], "action": "join",
+                                      "conversation_id": cid, "run_id": run_id}, timeout=60)
+    assert joined.kind == "final", joined.types()
+    return joined
+
+
+def test_four_eyes_someone_else_approves_and_it_runs_once(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    tab, card = ask(stack, who["bob"], "задеплой дашборд 42 в прод")
+    approval = card.last["approval"]
+    assert approval["mode"] == "other" and approval["quorum"] == 1
+    assert approval["approvers"] == ["approver", "admin"]
+    assert approval["approval_id"] == card.last["confirm_id"]
+    assert approval["approve_url"].endswith("/approvals/" + approval["approval_id"])
+    assert approval["args_digest"].startswith("sha256:")
+    # Four hours, not the five-minute card TTL.
+    assert card.last["expires_at"] == approval["expires_at"]
+    cid = card.conversation_id or ""
+    # bob cannot confirm it himself in the chat.
+    mine = say(stack.agent, who["bob"], "__resume__", "confirm", cid, tab=tab, timeout=60)
+    assert mine.kind == "error" and mine.last["code"] == "FORBIDDEN", mine.types()
+    assert deploys(stack) == []
+    # alice approves with the card's digest: the turn resumes as a new run, and runs once.
+    got = answer(stack, who["alice"], approval["approval_id"], decision="approve",
+                 args_digest=approval["args_digest"], comment="change 1234")
+    assert got.status_code == 200, got.text
+    body = got.json()
+    assert (body["status"], body["approvals"], body["quorum"]) == ("approved", 1, 1)
+    assert body["run_id"]
+    joined = wait_run(stack, who["bob"], cid, body["run_id"])
+    assert [e["result"] for e in joined.of("confirm_resolved")] == ["confirmed"]
+    assert [e["tool"] for e in joined.of("tool_end")] == ["deploy_dashboard"]
+    ran = deploys(stack)
+    assert len(ran) == 1 and ran[0]["idempotency_key"] == approval["approval_id"]
+    # The audit record joins both people: bob asked, alice approved, then it ran.
+    recs = get(stack, who["bob"], "audit", conversation_id=cid).json()["items"]
+    assert len(recs) == 1
+    rec = recs[0]
+    assert rec["owner"] == "bob" and rec["outcome"] == "ok"
+    # (its notifications' stages, interleaved as they are delivered, are checked below)
+    own = [st for st in rec["stages"] if st["stage"] != "notification"]
+    stages = [(st["stage"], st["detail"].get("kind") or st["detail"].get("by")) for st in own]
+    assert stages == [("decision", "check"), ("card", None), ("decision", "approver_check"),
+                      ("answer", "alice"), ("execution", None)]
+    rec["stages"] = own
+    shown = rec["stages"][1]["detail"]["approval"]
+    assert shown["mode"] == "other" and shown["approval_id"] == approval["approval_id"]
+    said = rec["stages"][3]["detail"]
+    assert (said["channel"], said["action"], said["result"], said["comment"]) == (
+        "rest", "approve", "approved", "change 1234")
+    assert rec["stages"][4]["detail"]["decision_id"] == rec["stages"][2]["detail"]["decision_id"]
+    # A second answer, now that it ran: refused, and nothing runs again.
+    again = answer(stack, who["dave"], approval["approval_id"], decision="approve",
+                   args_digest=approval["args_digest"])
+    assert (again.status_code, again.json()["code"]) == (409, "NO_PENDING_CONFIRMATION")
+    assert len(deploys(stack)) == 1
+
+
+def refused(resp: httpx.Response, status: int, code: str) -> None:
+    assert (resp.status_code, resp.json().get("code")) == (status, code), resp.text
+
+
+def test_the_refusals_change_nothing(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    tab, card = ask(stack, who["bob"], "задеплой дашборд 43 в прод")
+    approval = card.last["approval"]
+    aid, digest = approval["approval_id"], approval["args_digest"]
+    refused(answer(stack, who["bob"], aid, decision="approve", args_digest=digest),
+            403, "FORBIDDEN")
+    refused(answer(stack, who["carol"], aid, decision="approve", args_digest=digest),
+            403, "FORBIDDEN")
+    refused(answer(stack, who["erin"], aid, decision="approve", args_digest=digest),
+            403, "FORBIDDEN")
+    refused(answer(stack, who["alice"], aid, decision="approve",
+                   args_digest="sha256:" + "0" * 64), 409, "STALE_CONFIRMATION")
+    refused(answer(stack, who["alice"], aid, decision="maybe", args_digest=digest),
+            422, "INVALID_REQUEST")
+    refused(answer(stack, who["alice"], "no-such-approval", decision="approve",
+                   args_digest=digest), 404, "NOT_FOUND")
+    refused(get(stack, who["alice"], "approvals/a%00b"), 404, "NOT_FOUND")
+    one = get(stack, who["alice"], f"approvals/{aid}").json()
+    assert one["status"] == "pending" and one["answers"] == []
+    # bob cancels (denies his own card): a later approval runs nothing.
+    cid = card.conversation_id or ""
+    cancelled = say(stack.agent, who["bob"], "__resume__", "deny", cid, tab=tab, timeout=60)
+    assert [e["result"] for e in cancelled.of("confirm_resolved")] == ["denied"]
+    refused(answer(stack, who["alice"], aid, decision="approve", args_digest=digest),
+            409, "NO_PENDING_CONFIRMATION")
+    assert get(stack, who["alice"], f"approvals/{aid}").json()["status"] == "cancelled"
+    # After expiry (ss-stage approvals live 3 s here).
+    _, late = ask(stack, who["bob"], "задеплой дашборд 44 в ss-stage")
+    stale = late.last["approval"]
+    time.sleep(3.5)
+    refused(answer(stack, who["alice"], stale["approval_id"], decision="approve",
+                   args_digest=stale["args_digest"]), 409, "APPROVAL_EXPIRED")
+    assert deploys(stack) == [] and deploys(stack, "ss-stage") == []
+
+
+def test_quorum_two_needs_two_people(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    _, card = ask(stack, who["bob"], "удали дашборд 45 в прод")
+    approval = card.last["approval"]
+    aid, digest = approval["approval_id"], approval["args_digest"]
+    assert approval["quorum"] == 2
+    first = answer(stack, who["alice"], aid, decision="approve", args_digest=digest)
+    assert first.status_code == 200 and first.json()["status"] == "pending", first.text
+    assert first.json()["run_id"] is None
+    refused(answer(stack, who["alice"], aid, decision="approve", args_digest=digest),
+            409, "ALREADY_ANSWERED")
+    assert [a for a in stack.audit(operation="delete_dashboard") if a["outcome"] == "ok"] == []
+    second = answer(stack, who["dave"], aid, decision="approve", args_digest=digest)
+    assert second.status_code == 200, second.text
+    assert (second.json()["status"], second.json()["approvals"]) == ("approved", 2)
+    joined = wait_run(stack, who["bob"], card.conversation_id or "", second.json()["run_id"])
+    assert [e["tool"] for e in joined.of("tool_end")] == ["delete_dashboard"]
+    ran = [a for a in stack.audit(operation="delete_dashboard") if a["outcome"] == "ok"]
+    assert len(ran) == 1 and ran[0]["user_actor"] == "dave"
+
+
+def test_an_approver_deny_ends_it_and_the_inbox_lists_what_one_may_answer(
+        stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    _, one = ask(stack, who["bob"], "задеплой дашборд 46 в прод")
+    _, two = ask(stack, who["bob"], "задеплой дашборд 47 в прод")
+    ids = [one.last["confirm_id"], two.last["confirm_id"]]
+    page = get(stack, who["alice"], "approvals", status="pending", limit=1).json()
+    assert [i["approval_id"] for i in page["items"]] == [ids[1]]  # newest first
+    rest = get(stack, who["alice"], "approvals", status="pending", limit=1,
+               cursor=page["next_cursor"]).json()
+    assert [i["approval_id"] for i in rest["items"]] == [ids[0]]
+    # Never one's own requests; not listed for a person without an approver role.
+    assert get(stack, who["bob"], "approvals").json()["items"] == []
+    assert get(stack, who["carol"], "approvals").json()["items"] == []
+    refused(get(stack, who["carol"], f"approvals/{ids[0]}"), 404, "NOT_FOUND")
+    detail = get(stack, who["alice"], f"approvals/{ids[0]}").json()
+    assert detail["message"] == "задеплой дашборд 46 в прод"
+    assert detail["tool_args"] == {"dashboard_id": 46, "env_id": "prod"}
+    assert detail["prompt"] == one.last["prompt"] and detail["rule"]["rule"] == 1
+    assert detail["requester"] == "bob" and detail["environment"] == "prod"
+    # erin (an approver who may not deploy) denies one: the turn resumes with the deny and
+    # nothing runs.
+    denied = answer(stack, who["erin"], ids[0], decision="deny",
+                    args_digest=detail["args_digest"], comment="not during the freeze")
+    assert denied.status_code == 200 and denied.json()["status"] == "denied", denied.text
+    joined = wait_run(stack, who["bob"], one.conversation_id or "", denied.json()["run_id"])
+    assert [e["result"] for e in joined.of("confirm_resolved")] == ["denied"]
+    assert deploys(stack) == []
+    answered = get(stack, who["alice"], "approvals", status="answered").json()["items"]
+    assert ids[0] in [i["approval_id"] for i in answered]
+    assert ids[0] not in [i["approval_id"] for i in
+                          get(stack, who["alice"], "approvals").json()["items"]]
+    refused(get(stack, who["alice"], "approvals", status="all"), 422, "INVALID_REQUEST")
+
+
+def of(events: list[dict[str, Any]], approval_id: str) -> list[str]:
+    return [e["event"] for e in events if e["approval_id"] == approval_id]
+
+
+def test_signed_webhooks_retry_until_delivered_once_and_email_carries_the_link(
+        stack: Stack, receiver: Receiver, mailbox: tuple[Mailbox, int]) -> None:
+    who = people(stack)
+    _, card = ask(stack, who["bob"], "задеплой дашборд 48 в прод")
+    aid = card.last["confirm_id"]
+    asked = eventually(lambda: [e for e in receiver.events() if e["approval_id"] == aid],
+                       "the request's webhook")
+    body = asked[0]
+    assert body["event"] == "approval_requested" and body["requester"] == "bob"
+    assert (body["tool_name"], body["environment"], body["args_digest"]) == (
+        "deploy_dashboard", "prod", card.last["approval"]["args_digest"])
+    assert body["approve_url"] == "https://ss.example.com/api/agent/ui/approvals/" + aid
+    assert body["prompt"] == card.last["prompt"] and body["id"]
+    assert body["text"].startswith("Нужно одобрение: bob: ") and body["approve_url"] in body["text"]
+    mail = eventually(lambda: [m for m in mailbox[0].messages
+                               if m["X-AgentChat-Notification"] == body["id"]], "the e-mail")
+    assert mail[0]["To"] == "ops@example.com" and mail[0]["From"] == "agentchat@example.com"
+    parts = {p.get_content_type(): p.get_payload(decode=True).decode()
+             for p in mail[0].walk() if not p.is_multipart()}
+    assert body["approve_url"] in parts["text/plain"] and body["approve_url"] in parts["text/html"]
+    # The receiver goes down; alice's answer is told once it is back, exactly once.
+    receiver.down()
+    try:
+        got = answer(stack, who["alice"], aid, decision="approve",
+                     args_digest=body["args_digest"])
+        assert got.status_code == 200, got.text
+        time.sleep(1.5)  # a few failed attempts meanwhile
+    finally:
+        receiver.up()
+    eventually(lambda: "approval_answered" in of(receiver.events(), aid), "the answer's webhook")
+    time.sleep(1.0)  # nothing more comes
+    events = receiver.events()
+    assert of(events, aid) == ["approval_requested", "approval_answered"]
+    ids = [e["id"] for e in events]
+    assert len(ids) == len(set(ids))
+    said = [e for e in events if e["approval_id"] == aid][1]
+    assert (said["approver"], said["decision"], said["status"]) == ("alice", "approve",
+                                                                     "approved")
+    # The call's audit record joins the notifications: what was sent, where.
+    def told() -> list[tuple[str, str]]:
+        recs = get(stack, who["bob"], "audit", conversation_id=card.conversation_id).json()
+        return [(st["detail"]["event"], st["detail"]["channel"]) for st in
+                recs["items"][0]["stages"] if st["stage"] == "notification"]
+    eventually(lambda: len(told()) == 4, "the notifications on the audit record")
+    assert sorted(told()) == [("approval_answered", "email"), ("approval_answered", "webhook"),
+                              ("approval_requested", "email"), ("approval_requested", "webhook")]
+
+
+def test_a_pending_approval_escalates_then_expires(stack: Stack, receiver: Receiver,
+                                                    mailbox: tuple[Mailbox, int]) -> None:
+    who = people(stack)
+    _, card = ask(stack, who["bob"], "задеплой дашборд 49 в ss-stage")
+    aid = card.last["confirm_id"]
+    eventually(lambda: of(receiver.events(), aid) == [
+        "approval_requested", "approval_escalated", "approval_expired"],
+        "the escalation, then the expiry")
+    escalated = [e for e in receiver.events() if e["approval_id"] == aid][1]
+    mail = eventually(lambda: [m for m in mailbox[0].messages
+                               if m["X-AgentChat-Notification"] == escalated["id"]],
+                      "the escalation e-mail")
+    assert mail[0]["To"] == "oncall@example.com"
+    listed = get(stack, who["alice"], "approvals", status="expired").json()["items"]
+    item = next(i for i in listed if i["approval_id"] == aid)
+    assert item["escalated_at"] is not None
+
+
+def test_a_grant_covers_the_same_call_until_revoked(stack: Stack) -> None:
+    who = people(stack)
+    stack.reset_sandbox()
+    _, card = ask(stack, who["bob"], "задеплой дашборд 42 в прод")
+    aid, digest = card.last["confirm_id"], card.last["approval"]["args_digest"]
+    refused(answer(stack, who["alice"], aid, decision="approve", args_digest=digest,
+                   grant_minutes=120), 403, "FORBIDDEN")  # the rule allows 60 at most
+    got = answer(stack, who["alice"], aid, decision="approve", args_digest=digest,
+                 grant_minutes=30)
+    assert got.status_code == 200 and got.json()["grant_id"], got.text
+    grant_id = got.json()["grant_id"]
+    wait_run(stack, who["bob"], card.conversation_id or "", got.json()["run_id"])
+    # The same call again: no card, it runs, and its record names the grant.
+    again = say(stack.agent, who["bob"], "задеплой дашборд 42 в прод", timeout=60)
+    assert again.kind == "final" and not again.of("confirm_required"), again.types()
+    assert len(deploys(stack)) == 2
+    rec = get(stack, who["bob"], "audit", conversation_id=again.conversation_id).json()
+    check = rec["items"][0]["stages"][0]["detail"]
+    assert (check["kind"], check["grant_id"]) == ("check", grant_id)
+    # Another object is not covered.
+    ask(stack, who["bob"], "задеплой дашборд 41 в прод")
+    mine = get(stack, who["bob"], "grants").json()["items"]
+    assert [(g["grant_id"], g["granted_by"], g["live"]) for g in mine] == [
+        (grant_id, "alice", True)]
+    assert [g["grant_id"] for g in get(stack, who["alice"], "grants").json()["items"]] == [
+        grant_id]
+    assert get(stack, who["carol"], "grants").json()["items"] == []
+    gone = httpx.delete(f"{stack.agent.url}/api/agent/grants/{grant_id}", timeout=30,
+                        headers={"Authorization": f"Bearer {who['carol']}"})
+    refused(gone, 404, "NOT_FOUND")
+    revoked = httpx.delete(f"{stack.agent.url}/api/agent/grants/{grant_id}", timeout=30,
+                           headers={"Authorization": f"Bearer {who['alice']}"})
+    assert revoked.status_code == 200 and revoked.json()["live"] is False, revoked.text
+    ask(stack, who["bob"], "задеплой дашборд 42 в прод")  # a card again, at once
+    assert len(deploys(stack)) == 2
+
+
+def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:
+    """The README's four-eyes demo with the dev issuer's own demo users."""
+    alice, dave = stack.token("alice"), stack.token("dave")
+    stack.reset_sandbox()
+    _, card = ask(stack, alice, "задеплой дашборд 42 в прод")
+    inbox = get(stack, dave, "approvals").json()["items"]
+    item = next(i for i in inbox if i["approval_id"] == card.last["confirm_id"])
+    got = answer(stack, dave, item["approval_id"], decision="approve",
+                 args_digest=item["args_digest"])
+    assert got.status_code == 200 and got.json()["status"] == "approved", got.text
+    wait_run(stack, alice, card.conversation_id or "", got.json()["run_id"])
+    assert [a["user_actor"] for a in deploys(stack)] == ["dave"]
+
+
+def test_the_panel_shows_waiting_for_approval_and_offers_only_cancel(
+        stack: Stack, tmp_path: Path) -> None:
+    """The panel's card in Chromium (tests/browser/approval.test.mjs); skipped without a
+    browser, as the other browser tests are."""
+    from testkit.browser import require_browser
+    from testkit.support import ROOT
+
+    chromium = require_browser("the approval card's browser test")
+    assert (ROOT / "web" / "build" / "index.html").is_file(), "run `make web`"
+    node = shutil.which("node")
+    assert node, "Node 20 is required for the browser tests"
+    out = subprocess.run(
+        [node, "--test", "--test-force-exit", "--test-reporter=spec", "approval.test.mjs"],
+        cwd=ROOT / "tests" / "browser", capture_output=True, text=True, timeout=180,
+        env={**stack.node_env(), "CHROMIUM": str(chromium), "PAGE_SHOTS": str(tmp_path)})
+    assert out.returncode == 0, out.stdout[-8000:] + out.stderr[-3000:]
+
+
+def test_the_shipped_policy_makes_prod_deploys_migrations_and_deletes_other() -> None:
+    from agentchat.policy.rules import read_folder
+
+    rules = read_folder(Path(PACKAGE_DATA / "policy")).approvals
+    assert [(r.tools, r.environments, r.mode) for r in rules] == [
+        (("deploy_dashboard", "start_migration", "destructive"), ("prod",), "other")]
