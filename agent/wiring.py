@@ -17,6 +17,7 @@ from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.join import RunListener
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.sweeper import Sweeper
+from agentchat.agent.chat.takeover import Takeover
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import TurnRunner
 from agentchat.agent.chat.user_limits import PerMinute, UserLimits
@@ -54,6 +55,7 @@ class Services:
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
     sweeper: Sweeper | None = None
+    takeover: Takeover | None = None
     drain_started: float | None = None
 
     @property
@@ -68,11 +70,14 @@ class Services:
 
     async def aclose(self) -> None:
         """Drain: live runs get `drain_s` to finish (uvicorn waited for their connections
-        already), their events are stored, and the rest are marked lost for their joiners."""
+        already), their events are stored, and the rest are released: another replica goes
+        on with them at once (agent/chat/takeover.py)."""
         self.start_draining()
         await self.catalogs.aclose()
         if self.sweeper is not None:
             await self.sweeper.aclose()
+        if self.takeover is not None:
+            await self.takeover.aclose()
         loop = asyncio.get_running_loop()
         spent = loop.time() - (self.drain_started or loop.time())
         await self.runner.drain(max(0.0, self.settings.drain_s - spent))
@@ -81,8 +86,8 @@ class Services:
             with contextlib.suppress(Exception):
                 await self.hub.flush()
             await asyncio.sleep(0.05)
+        self.runner.abandoned = True  # the turns the loop cancels now record nothing
         await self.hub.abandon()
-        self.runner.abandoned = True
         await self.hub.aclose()
         await self.listener.aclose()
         await self.http.aclose()
@@ -118,10 +123,10 @@ async def build_services(settings: AgentSettings) -> Services:
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
     selection = TurnToolChooser(settings, catalogs)
+    starts = TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
+                        replica=hub.replica)
     chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,
-                limits=UserLimits.from_settings(settings),
-                starts=TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
-                                  replica=hub.replica),
+                limits=UserLimits.from_settings(settings), starts=starts,
                 answers=CardAnswers(pool=pool, runner=runner, policy=deps.policy,
                                     catalogs=catalogs, audit=audit))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
@@ -130,12 +135,14 @@ async def build_services(settings: AgentSettings) -> Services:
                                                 interval_s=settings.audit_prune_interval_s),
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
+    takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts)
+    takeover.start()
     catalogs.start()
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, selection=selection, verifier=verifier, tokens=tokens,
                     dev_issuer=dev_issuer,
                     llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
-                    sweeper=sweeper,
+                    sweeper=sweeper, takeover=takeover,
                     rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
                                           "writes"))
 
