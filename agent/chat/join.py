@@ -103,6 +103,8 @@ async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
         local = local if local and local.conversation_id == conversation_id else None
     if row is None and local is None:
         raise AgentChatError(ErrorCode.NO_RUN, "there is no run to join")
+    if local is not None and local.after_seq is not None and last_seq < local.after_seq:
+        local = None  # taken over here: the events before the takeover are in PostgreSQL
     if local is not None:
         if local.after_seq is not None and last_seq > local.after_seq:
             last_seq = local.after_seq  # beyond what was stored before the takeover

@@ -269,7 +269,10 @@ class RunHub:
                     events[0] = (r.first_seq, {**events[0][1], "_base": r.base()})
                 else:
                     bases.append((r.run_id, r.first_seq, r.base()))
-            progress.append(store.Progress(r.run_id, events, last, r.first_seq,
+            # A taken-over run keeps the rows stored before it (its memory starts after
+            # them): only a trim of its own moves the oldest kept seq.
+            kept = r.first_seq if r.first_seq > (r.after_seq or 0) + 1 else 1
+            progress.append(store.Progress(r.run_id, events, last, kept,
                                            r.status if done else None, r.epoch))
             marks.append((r, last, done, r.first_seq))
         if not new and not progress:

@@ -97,11 +97,13 @@ RETURNING r.id
 # although they run on): their RUN_LOST event at the next seq (with `reason`: why no replica
 # went on with it), their turn failed so `retry`
 # completes it, the turn's unfinished calls errors (as the orphan sweep does), a notification
-# each.
+# each. Its epoch is raised: a lost run is nobody's, so a replica still running it (paused
+# meanwhile) stores nothing more.
 MARK_LOST = f"""
 WITH lost AS (
     UPDATE runs
-       SET status = 'lost', finished_at = now(), last_seq = last_seq + 1, resume_token = NULL
+       SET status = 'lost', finished_at = now(), last_seq = last_seq + 1, resume_token = NULL,
+           epoch = epoch + 1
      WHERE status IN {LIVE} AND NOT (id = ANY(%(keep)s::text[]))
        AND (CASE WHEN %(ids)s::text[] IS NULL
                  THEN heartbeat_at < now() - make_interval(secs => %(lost_s)s)
