@@ -1,7 +1,8 @@
 """A run survives its replica (issue 33, docs/protocol.md §4 "Takeover"), from outside: real
 agent processes on one PostgreSQL, the Gradio queue protocol, the sandbox's audit.
 
-- SIGKILL of the replica streaming a paced run: a join on the survivor gets `run_resumed`
+- SIGKILL of the replica streaming a paced run: a `@gradio/client` join on the survivor
+  (tests/js/join_child.mjs) gets `run_resumed`
   (attempt 2, `after_seq`), contiguous seq under the same run_id, a final equal to history;
 - a confirmed deploy whose replica is killed while the sandbox runs it: it ends final on the
   survivor and the sandbox executed it once;
@@ -17,12 +18,15 @@ paused replica serves the last two tests.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import statistics
+import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -75,6 +79,30 @@ async def _join(agent: Service, token: str, cid: str, run_id: str, last_seq: int
     async with httpx.AsyncClient() as http:
         return await RawChat(agent.url, token, http).submit(
             join_message(cid, run_id, last_seq), timeout=BOUND_S, on_event=on_event)
+
+
+JS = Path(__file__).resolve().parents[1] / "js"
+
+
+async def _js_join(stack: Stack, agent: Service, token: str, cid: str, run_id: str,
+                   last_seq: int, on_event: Any = None) -> Outcome:
+    """The same join with the real @gradio/client (tests/js/join_child.mjs), as a tab does."""
+    if not (JS / "node_modules" / "@gradio" / "client").exists():
+        await asyncio.to_thread(subprocess.run, ["npm", "ci", "--no-audit", "--no-fund",
+                                                 "--loglevel=error"], cwd=JS, check=True)
+    child = await asyncio.create_subprocess_exec(
+        "node", "join_child.mjs", agent.url + "/api/agent/gradio/", token, cid, run_id,
+        str(last_seq), cwd=JS, env=stack.node_env(), stdout=asyncio.subprocess.PIPE)
+    out = Outcome()
+    assert child.stdout is not None
+    async with asyncio.timeout(BOUND_S):
+        async for line in child.stdout:
+            out.events.append(json.loads(line))
+            if on_event is not None:
+                on_event(out)
+        await child.wait()
+    assert child.returncode == 0
+    return out
 
 
 def seqs(out: Outcome) -> list[int]:
@@ -163,8 +191,8 @@ def test_sigkill_another_replica_goes_on_with_a_stream_and_a_confirmed_deploy(
             # The clients reconnect to the survivor with what they saw (perhaps more than
             # was stored).
             return await asyncio.gather(
-                _join(stack.agent, alice, str(first.conversation_id), first.last["run_id"],
-                      int(first.last["seq"]), at_resumed("stream")),
+                _js_join(stack, stack.agent, alice, str(first.conversation_id),
+                         first.last["run_id"], int(first.last["seq"]), at_resumed("stream")),
                 _join(stack.agent, alice, deploy_cid, deploy.last["run_id"],
                       int(deploy.last["seq"]), at_resumed("deploy")))
 
