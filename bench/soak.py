@@ -477,6 +477,9 @@ class User:
                     break
                 await asyncio.sleep(1.0)
                 continue
+            # A heartbeat repeats a seq (0 before the join's first event): not an event.
+            joined.events = [e for e in joined.events
+                             if e["metadata"].get("type") != "heartbeat"]
             if joined.events:
                 seqs = [int(e["metadata"]["seq"]) for e in joined.events]
                 lost_rewind = joined.kind == "error" and joined.last.get("code") == "RUN_LOST"

@@ -61,7 +61,7 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
         if req.action == "join":
             try:
                 async for event in with_heartbeats(chat.join(req, principal), beat_s,
-                                                   run_id=req.run_id, seq=req.last_seq,
+                                                   run_id=req.run_id, seq=0,
                                                    conversation_id=cid):
                     seq = event["metadata"]["seq"]
                     EVENTS.labels(event["metadata"].get("type") or "final").inc()
