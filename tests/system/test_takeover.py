@@ -251,7 +251,8 @@ def paused(stack: Stack) -> Iterator[Service]:
 
 def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service) -> None:
     alice = stack.token("alice")
-    first = say(paused, alice, LONG, drop_after=3)
+    # Long enough to be still running when the replica is paused, on a loaded machine too.
+    first = say(paused, alice, "привет and echo 200 words", drop_after=3)
     cid, run_id = str(first.conversation_id), str(first.last["run_id"])
     os_pid = paused.proc.pid  # type: ignore[union-attr]
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
