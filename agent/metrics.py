@@ -40,6 +40,16 @@ STREAM_JOINS = Counter("agentchat_stream_joins_total",
                        ["outcome"], registry=REGISTRY)
 SATURATED = Counter("agentchat_saturated_total", "Submits refused with AGENT_SATURATED",
                     registry=REGISTRY)
+# A run taken over from a dead or draining replica (agent/chat/takeover.py): `resumed`, or
+# `lost` (its attempts used up, or no replica could go on with it: RUN_LOST); and how long
+# it went without an owner (its last heartbeat, or its release, to its claim).
+TAKEOVERS = Counter("agentchat_run_takeovers_total",
+                    "Runs another replica took over, by outcome: resumed or lost", ["outcome"],
+                    registry=REGISTRY)
+TAKEOVER_SECONDS = Histogram("agentchat_run_takeover_seconds",
+                             "A taken-over run's time without an owner: its old owner's last "
+                             "heartbeat (or release) to its claim", registry=REGISTRY,
+                             buckets=(0.25, 0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60))
 
 # ---- confirmation cards ----
 CARDS = Counter("agentchat_cards_total",

@@ -76,6 +76,13 @@ class AgentSettings(SelectionSettings):
     # long without one (RUN_LOST).
     run_heartbeat_s: float = Field(default=2.0, gt=0)
     run_lost_s: float = Field(default=10.0, gt=0)
+    # A run without a heartbeat for `run_lost_s`, or released by a draining replica, is taken
+    # over by a live replica (agent/chat/takeover.py) and goes on from its last checkpoint,
+    # at most `run_max_attempts` attempts in all (then RUN_LOST); replicas look for such runs
+    # every `run_takeover_poll_s`. `run_takeover=false`: they are marked lost, as before.
+    run_takeover: bool = True
+    run_max_attempts: int = Field(default=3, ge=1)
+    run_takeover_poll_s: float = Field(default=0.5, gt=0)
     # Joiners on another replica learn of new events by LISTEN on this direct connection
     # (default: the database URL); `join_listen=false` (e.g. behind a transaction-pooling
     # PgBouncer, where LISTEN does not work) polls every `join_poll_s` instead.

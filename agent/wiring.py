@@ -20,6 +20,7 @@ from agentchat.agent.chat.join import RunListener
 from agentchat.agent.chat.notify import Notifications
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.sweeper import Sweeper
+from agentchat.agent.chat.takeover import Takeover
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import TurnRunner
 from agentchat.agent.chat.user_limits import PerMinute, UserLimits
@@ -60,6 +61,7 @@ class Services:
     approvals: Approvals  # answers by someone else (issue 34), the inbox
     notifications: Notifications | None = None  # their outbox's delivery
     sweeper: Sweeper | None = None
+    takeover: Takeover | None = None
     drain_started: float | None = None
 
     @property
@@ -74,13 +76,16 @@ class Services:
 
     async def aclose(self) -> None:
         """Drain: live runs get `drain_s` to finish (uvicorn waited for their connections
-        already), their events are stored, and the rest are marked lost for their joiners."""
+        already), their events are stored, and the rest are released: another replica goes
+        on with them at once (agent/chat/takeover.py)."""
         self.start_draining()
         await self.catalogs.aclose()
         if self.notifications is not None:
             await self.notifications.aclose()
         if self.sweeper is not None:
             await self.sweeper.aclose()
+        if self.takeover is not None:
+            await self.takeover.aclose()
         loop = asyncio.get_running_loop()
         spent = loop.time() - (self.drain_started or loop.time())
         await self.runner.drain(max(0.0, self.settings.drain_s - spent))
@@ -89,8 +94,8 @@ class Services:
             with contextlib.suppress(Exception):
                 await self.hub.flush()
             await asyncio.sleep(0.05)
+        self.runner.abandoned = True  # the turns the loop cancels now record nothing
         await self.hub.abandon()
-        self.runner.abandoned = True
         await self.hub.aclose()
         await self.listener.aclose()
         await self.http.aclose()
@@ -127,10 +132,10 @@ async def build_services(settings: AgentSettings) -> Services:
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
     selection = TurnToolChooser(settings, catalogs)
+    starts = TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
+                        replica=hub.replica)
     chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,
-                limits=UserLimits.from_settings(settings),
-                starts=TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
-                                  replica=hub.replica),
+                limits=UserLimits.from_settings(settings), starts=starts,
                 answers=CardAnswers(pool=pool, runner=runner, policy=deps.policy,
                                     catalogs=catalogs, audit=audit))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
@@ -139,6 +144,8 @@ async def build_services(settings: AgentSettings) -> Services:
                                                 interval_s=settings.audit_prune_interval_s),
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
+    takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts)
+    takeover.start()
     catalogs.start()
     notifications = Notifications(settings, pool, http, audit)
     notifications.start()
@@ -146,7 +153,7 @@ async def build_services(settings: AgentSettings) -> Services:
                     chat=chat, selection=selection, verifier=verifier, tokens=tokens,
                     dev_issuer=dev_issuer,
                     llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
-                    sweeper=sweeper,
+                    sweeper=sweeper, takeover=takeover,
                     rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
                                           "writes"),
                     approvals=Approvals(pool=pool, chat=chat, policy=deps.policy,

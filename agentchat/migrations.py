@@ -99,4 +99,18 @@ MIGRATIONS: list[str | Online] = [
     CREATE INDEX IF NOT EXISTS approval_grants_live
         ON approval_grants (requester, tool, object_key) WHERE revoked_at IS NULL;
     """,
+    # 13: a run survives its replica (issue 33, docs/protocol.md §4 "Takeover"). `epoch` fences
+    # a run's writes (a replica whose epoch is stale stores nothing more for it); `attempt`
+    # counts takeovers (the first run is 1); `resumed_after` is the last stored seq the latest
+    # attempt went on from; `resume_token` the user token a new owner resumes the run with,
+    # cleared when the run ends. `replica` '' is a run released by a draining replica. Online:
+    # columns with constant defaults (no rewrite) and an index built concurrently.
+    Online((
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS epoch integer NOT NULL DEFAULT 1",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 1",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS resumed_after integer",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS resume_token text",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_claimable ON runs (heartbeat_at)"
+        " WHERE status IN ('running', 'resuming')",
+    )),
 ]

@@ -165,7 +165,7 @@ START_STEPS = [
     ("_run", "/agent/chat/turn_task.py", "graph run (checkpoints, nodes, model)"),
     ("pump", "/agent/chat/run_hub.py", "run pump (coalescing)"),
     ("_write_loop", "/agent/chat/run_hub.py", "run writer (run_events)"),
-    ("follow", "/agent/chat/run_hub.py", "run follower (events out)"),
+    ("follow", "/agent/chat/live_run.py", "run follower (events out)"),
     ("run_chat", "/agent/gradio/chat_api.py", "run_chat (other)"),
     ("respond", "bare_chat.py", "bare handler"),
 ]

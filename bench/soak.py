@@ -24,7 +24,10 @@ completes (bounded); a message refused before its run started (`run_id: null`) i
 The books add: turns that never completed (`turns_lost` counts them), every rejoined stream's
 final text against the stored message, `seq` continuity across rejoins, runs and turns left
 `running`, and per fault what the clients saw (drops, rejoins and how they ended, error codes,
-retries, time from the drop to the rejoined stream's first event).
+retries, time from the drop to the rejoined stream's first event). A killed replica's runs are
+taken over by the other (issue 33, docs/protocol.md §4 "Takeover"): a rejoin then gets
+`run_resumed` and its seq goes on from `after_seq`; the goal `runs_lost_0` says no run was
+lost (`RUN_LOST`) while a replica lived to take it, and `runs_taken_over` counts takeovers.
 
 Only 127.0.0.1 is contacted. Run: `make soak SOAK_SECONDS=600` or
 `python bench/soak.py --seconds 120 --users 200 [--faults]`. The last line is one JSON object.
@@ -474,10 +477,20 @@ class User:
                     break
                 await asyncio.sleep(1.0)
                 continue
+            # A heartbeat repeats a seq (0 before the join's first event): not an event.
+            joined.events = [e for e in joined.events
+                             if e["metadata"].get("type") != "heartbeat"]
             if joined.events:
                 seqs = [int(e["metadata"]["seq"]) for e in joined.events]
                 lost_rewind = joined.kind == "error" and joined.last.get("code") == "RUN_LOST"
                 want = list(range(last_seq + 1, last_seq + 1 + len(seqs)))
+                # A takeover: served from `after_seq` (events the dead replica sent but never
+                # stored are dropped), run_resumed first, contiguous from there.
+                resumed = next((int(e["metadata"]["after_seq"]) for e in joined.events
+                                if e["metadata"].get("type") == "run_resumed"), None)
+                if resumed is not None and resumed < last_seq:
+                    want = list(range(resumed + 1, resumed + 1 + len(seqs)))
+                    books.rejoins["served_from_after_seq"] += 1
                 if seqs != want and not (lost_rewind and len(seqs) == 1):
                     books.seq_breaks.append({"run_id": run_id, "after": last_seq,
                                              "got": seqs[:5]})
@@ -576,6 +589,9 @@ def check_books(stack: Stack, books: Books) -> dict[str, Any]:
         running = conn.execute("SELECT count(*) FROM turns WHERE status='running'").fetchone()
         runs_running = conn.execute("SELECT count(*) FROM runs WHERE status='running'"
                                     ).fetchone()
+        runs_lost = conn.execute("SELECT count(*) FROM runs WHERE status='lost'").fetchone()
+        taken_over = conn.execute("SELECT count(*), count(*) FILTER (WHERE status='completed')"
+                                  " FROM runs WHERE attempt > 1").fetchone()
         statuses = dict(conn.execute(
             "SELECT coalesce(error_code, status), count(*) FROM turns GROUP BY 1").fetchall())
         run_statuses = dict(conn.execute(
@@ -602,6 +618,9 @@ def check_books(stack: Stack, books: Books) -> dict[str, Any]:
                         "runs_left_running": int(runs_running[0]) if runs_running else 0,
                         "turns_not_completed_by_the_client": books.turns["lost"],
                         "tool_calls_left_running": int(dangling[0]) if dangling else 0},
+        "runs_lost": int(runs_lost[0]) if runs_lost else 0,
+        "runs_taken_over": int(taken_over[0]) if taken_over else 0,
+        "runs_taken_over_completed": int(taken_over[1]) if taken_over else 0,
         "confirmed": len(books.confirmed),
         "confirmed_not_executed_once": sum(1 for k in books.confirmed if executions[k] != 1),
         "confirmed_not_executed_once_keys": [k for k in books.confirmed if executions[k] != 1][:5],
@@ -753,6 +772,8 @@ async def soak(stack: Stack, b: Service, policy_b: Service,
             "confirmed_not_executed_once_0": result["confirmed_not_executed_once"] == 0,
             "rejoined_text_equals_stored": result["rejoined_text_not_equal_stored"] == 0
             and not books.seq_breaks,
+            # Each kill leaves the other replica alive: a dead replica's run is taken over.
+            "runs_lost_0": result["runs_lost"] == 0,
             "no_stuck_running": result["lost_detail"]["turns_left_running"] == 0
             and result["lost_detail"]["runs_left_running"] == 0,
         }
@@ -788,7 +809,10 @@ def main() -> None:
         server = os.environ.get("TEST_DATABASE_URL") or embedded_url(tmp / "pg")
     url = create_database(server)
     env = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.033",  # a 30 tokens/s model
-           "AGENTCHAT_AGENT_LEASE_S": "10", "AGENTCHAT_AGENT_POLICY_TIMEOUT_S": "2.0"}
+           # The lease above RUN_LOST_S (10 s): a killed replica's runs are taken over before
+           # the orphan sweep settles their turns (docs/reliability.md, "Takeover"). A shorter
+           # RUN_LOST_S on this overloaded 2-core box took live runs from starved replicas.
+           "AGENTCHAT_AGENT_LEASE_S": "20", "AGENTCHAT_AGENT_POLICY_TIMEOUT_S": "2.0"}
     try:
         with running_stack(tmp / "data", url, **env) as stack:
             b, policy_b = start_replica(stack, **env)

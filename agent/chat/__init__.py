@@ -9,7 +9,9 @@ adapters (agent/gradio/, agent/api/) never reach past it.
     card_answers.py  a card's answer: the re-check, the card, its audit rows, one transaction
     turn_task.py     TurnRunner: a turn as a server-side task that outlives the connection
     run_hub.py       RunHub: each submit's run, its events in memory and in PostgreSQL (one
-                     writer per replica), heartbeats, RUN_LOST, AGENT_SATURATED
+                     writer per replica), heartbeats, the epoch fence, RUN_LOST, AGENT_SATURATED
+    live_run.py      Run: one run's events as a replica keeps them, and its followers
+    takeover.py      Takeover: a dead or draining replica's runs go on here (run_resumed)
     join.py          action "join": a run's events after last_seq, then live (LISTEN or polling)
     events.py        the events as ChatMessage dicts (to_message) and the text coalescing
     user_limits.py   per-user limits (RATE_LIMITED): runs, streams, submits; PerMinute

@@ -31,13 +31,15 @@ def to_message(event: dict[str, Any], seq: int, conversation_id: str | None,
     elif kind == "error":
         content, meta["detail"] = error_text(str(event.get("code")),
                                              str(event.get("detail") or ""), lang)
+    elif kind == "run_resumed":
+        content = ""  # the answer starts again: a client clears the run's partial text
     else:
         content = text
     return {"role": "assistant", "content": content, "metadata": meta}
 
 
 # Events whose `content` is the answer so far (to_message's `text`); the rest carry their own.
-OWN_CONTENT = frozenset({"final", "confirm_required", "error"})
+OWN_CONTENT = frozenset({"final", "confirm_required", "error", "run_resumed"})
 
 
 def to_kept(event: dict[str, Any], seq: int, conversation_id: str | None,
@@ -63,6 +65,8 @@ def text_after(text: str, kept: dict[str, Any]) -> str:
     """The answer after a kept event, given the answer before it."""
     meta = kept.get("metadata") or {}
     kind = meta.get("type") or "final"
+    if kind == "run_resumed":  # a takeover: the answer starts again
+        return ""
     if kind in OWN_CONTENT:
         return text
     if "content" in kept:  # a row stored whole (before deltas): its content is the answer

@@ -29,8 +29,9 @@ from agentchat.agent.chat import forks
 from agentchat.agent.chat.attachments import file_text
 from agentchat.agent.chat.card_answers import CardAnswers
 from agentchat.agent.chat.join import RunListener, join
+from agentchat.agent.chat.live_run import Run
 from agentchat.agent.chat.request import FORKS, ChatRequest
-from agentchat.agent.chat.run_hub import Run, RunHub
+from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import Turn, TurnRunner
 from agentchat.agent.chat.user_limits import UserLimits
@@ -273,8 +274,9 @@ class Chat:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.stop_wait_s
         while live:
-            if any(r["stale"] for r in live):
-                await self.hub.mark_lost()
+            if stale := [str(r["id"]) for r in live if r["stale"]]:
+                # A new message from the run's own tab supersedes it: not taken over.
+                await self.hub.mark_lost(stale)
             elif any(r["tab_id"] != tab for r in live) or loop.time() >= deadline:
                 raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
             else:

@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 
 from agentchat.agent.chat.events import text_after, with_text
-from agentchat.agent.chat.run_hub import TERMINAL, RunHub, event_type, join_expired
+from agentchat.agent.chat.live_run import TERMINAL, event_type, join_expired
+from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import conversations
 from agentchat.agent.storage import runs as store
@@ -29,6 +30,7 @@ from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent.chat.join")
 NOTIFY_BOUND_S = 2.0
+LIVE = ("running", "resuming")  # a run's statuses while it goes on (resuming: taken over)
 
 
 class RunListener:
@@ -101,30 +103,43 @@ async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
         local = local if local and local.conversation_id == conversation_id else None
     if row is None and local is None:
         raise AgentChatError(ErrorCode.NO_RUN, "there is no run to join")
+    if local is not None and local.after_seq is not None and last_seq < local.after_seq:
+        local = None  # taken over here: the events before the takeover are in PostgreSQL
     if local is not None:
+        if local.after_seq is not None and last_seq > local.after_seq:
+            last_seq = local.after_seq  # beyond what was stored before the takeover
         if last_seq > local.last_seq and local.done:
             raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
         async for message in local.follow(last_seq):
             yield message
         return
     assert row is not None
+    after = row["resumed_after"]
+    if after is not None and last_seq > after and row["status"] != "lost":
+        # Taken over: the dead replica may have sent events it never stored. The client
+        # gets `run_resumed` again and drops what it holds beyond `after_seq`.
+        last_seq = int(after)
     if row["status"] == "lost" and last_seq >= row["last_seq"]:
         # Its RUN_LOST took the seq after the last one stored, which the client may already
         # have had (the dead replica sent events it never stored): say so all the same.
         last_seq = row["last_seq"] - 1
-    elif last_seq > row["last_seq"] and row["status"] != "running":
+    elif last_seq > row["last_seq"] and row["status"] not in LIVE:
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "last_seq is beyond the run")
     if last_seq < row["first_kept_seq"] - 1:
         raise join_expired()
     async for message in _follow_stored(hub, listener, pool, str(row["id"]), last_seq,
-                                        int(row["first_kept_seq"])):
+                                        int(row["first_kept_seq"]), int(row["last_seq"])):
         yield message
 
 
 async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: str,
-                         cursor: int, first_kept: int) -> AsyncIterator[dict[str, Any]]:
+                         cursor: int, first_kept: int, stored: int
+                         ) -> AsyncIterator[dict[str, Any]]:
     """Rows are read from the first kept one, so the answer each event is sent with can be
-    rebuilt from the stored deltas (events.text_after); only those after `cursor` are sent."""
+    rebuilt from the stored deltas (events.text_after); only those after `cursor` are sent.
+    A takeover while we follow (a `run_resumed` after the `stored` seq) is sent even when the
+    client's `cursor` was beyond it (events its dead replica sent but never stored), and
+    everything after it."""
     lost_s = hub.settings.run_lost_s
     read, text = first_kept - 1, ""
     while True:
@@ -134,6 +149,8 @@ async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: s
             if seq != read + 1 and seq <= cursor and "_base" not in event:
                 raise join_expired()  # trimmed while we read: the answer cannot be rebuilt
             read, text = seq, text_after(text, event)
+            if seq <= cursor and seq > stored and event_type(event) == "run_resumed":
+                cursor = seq - 1
             if seq <= cursor:
                 continue
             if seq != cursor + 1:  # trimmed while we read: the client reloads history
@@ -147,7 +164,7 @@ async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: s
         state = await store.run_state(pool, run_id, lost_s)
         if state is None:  # pruned with its conversation
             raise AgentChatError(ErrorCode.NO_RUN, "the run is gone")
-        if state["status"] != "running":
+        if state["status"] not in LIVE:
             if cursor < state["last_seq"]:
                 continue  # its last events were stored with the status: read them
             if state["status"] == "lost":
@@ -157,6 +174,6 @@ async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: s
                     yield with_text(r["event"], text)  # RUN_LOST: an error, its own content
             return
         if state["stale"]:
-            await hub.mark_lost()
+            await hub.settle_stale()  # taken over (by this replica, perhaps), or lost
             continue
         await listener.wait(run_id)

@@ -7,6 +7,12 @@ here, and for the writer, which stores every live run's new events in one statem
 round trip (so a busy replica writes bigger batches, not more of them), heartbeats the live
 runs, and notifies joiners elsewhere. A dropped connection only ends its follower; the run
 goes on.
+
+A run has one owner at a time, fenced by its `epoch` (docs/protocol.md §4, "Takeover"): the
+writer stores a batch only for runs whose epoch is still ours, the heartbeat only beats runs
+still ours, and a run found to be another replica's is stopped here without a word written
+(its turn's records and checkpoints ask `Run`'s guard first). A draining replica releases the
+runs that outlive the drain; agent/chat/takeover.py is the other side.
 """
 
 from __future__ import annotations
@@ -18,132 +24,23 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
 
 from agentchat import heap
-from agentchat.agent.chat.events import coalesce, to_kept, with_text
-from agentchat.agent.chat.turn_task import Turn
+from agentchat.agent.chat.events import coalesce, to_kept
+from agentchat.agent.chat.live_run import STATUS_AFTER, TERMINAL, Run, lost_event_texts
+from agentchat.agent.chat.turn_task import RunFenced, Turn
 from agentchat.agent.metrics import EVENT_GAP, LIVE_RUNS, SATURATED
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import runs as store
+from agentchat.agent.storage import takeovers
 from agentchat.agent.storage.db import Db
 from agentchat.errors import AgentChatError, ErrorCode
-from agentchat.words import error_text
 
 log = logging.getLogger("agentchat.agent.chat.run_hub")
-# A run's last event: after it the run's stream ends.
-TERMINAL = frozenset({"final", "confirm_required", "error"})
-STATUS_AFTER = {"final": "completed", "confirm_required": "awaiting_confirmation",
-                "error": "failed"}
-LOST_DETAIL = "the agent replica running this answer stopped; retry to complete it"
-
-
-def lost_event_texts() -> tuple[str, str]:
-    """The RUN_LOST event's (content, detail), as events.to_message words an error. Marked by
-    whichever replica notices, which does not know the turn's language: Russian, the
-    product's default."""
-    return error_text("RUN_LOST", LOST_DETAIL, "ru")
-
-
-def join_expired() -> AgentChatError:
-    return AgentChatError(ErrorCode.JOIN_EXPIRED,
-                          "those events are no longer kept; reload the history")
-
-
-def event_type(message: dict[str, Any]) -> str:
-    meta = message.get("metadata") or {}
-    return str(meta.get("type") or "final")
-
-
-@dataclass(eq=False)
-class Run:
-    """One run's events (ChatMessage dicts with `seq` and `run_id`), kept as `to_kept` makes
-    them: the answer once (`text`), and per event where it ended (`ends`), so an event is
-    sent with the answer as of it (`with_text`) and memory grows with the answer, not with
-    its square."""
-
-    run_id: str
-    conversation_id: str
-    turn_id: str
-    tab_id: str
-    kind: str
-    max_events: int
-    events: list[dict[str, Any]] = field(default_factory=list)
-    first_seq: int = 1  # seq of events[0]; older ones were dropped (max_events)
-    written_seq: int = 0  # the writer stored every event up to this seq
-    recorded: bool = False  # its row exists
-    status: str = "running"
-    status_written: bool = False
-    text: str = ""  # the answer so far: a stream_token's content
-    ends: list[int] = field(default_factory=list)  # len(text) after each kept event
-    base_end: int = 0  # len(text) before events[0] (older events were dropped)
-    based_seq: int = 1  # the first kept seq whose stored row carries its `_base`
-    last_at: float = 0.0  # when the last event was added (EVENT_GAP)
-    stop: Callable[[], Any] | None = None  # cancels the run's turn (the submit's own stream)
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def last_seq(self) -> int:
-        return self.first_seq + len(self.events) - 1
-
-    @property
-    def done(self) -> bool:
-        return self.status != "running"
-
-    def append(self, message: dict[str, Any]) -> None:
-        """A kept event (`to_kept`), after `text` took its token."""
-        self.events.append(message)
-        self.ends.append(len(self.text))
-        if len(self.events) > self.max_events:
-            drop = len(self.events) - self.max_events
-            self.base_end = self.ends[drop - 1]
-            del self.events[:drop]
-            del self.ends[:drop]
-            self.first_seq += drop
-        self._wake()
-
-    def sent(self, index: int) -> dict[str, Any]:
-        """events[index] as sent: with the answer as of it."""
-        return with_text(self.events[index], self.text[:self.ends[index]])
-
-    def base(self) -> str:
-        """The answer before the first kept event (a trimmed run's stored `_base`)."""
-        return self.text[:self.base_end]
-
-    def finish(self, status: str) -> None:
-        self.status = status
-        self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    async def follow(self, after_seq: int) -> AsyncIterator[dict[str, Any]]:
-        """The events after `after_seq`, then live ones until the run's last."""
-        cursor = after_seq
-        while True:
-            changed = self._changed
-            if cursor < self.first_seq - 1:
-                raise join_expired()
-            # One event at a time, by seq (a trim while the reader is away moves indices):
-            # each is built with its answer only when it is sent.
-            while cursor < self.last_seq:
-                if cursor < self.first_seq - 1:
-                    raise join_expired()
-                message = self.sent(cursor + 1 - self.first_seq)
-                cursor += 1
-                yield message
-                if event_type(message) in TERMINAL:
-                    return
-            if self.done and cursor >= self.last_seq:
-                return
-            await changed.wait()
-
-
 class RunHub:
     """This replica's live runs, their pumps, and the one writer that stores them."""
 
@@ -159,6 +56,9 @@ class RunHub:
         self.running = 0  # runs whose pump has not ended (the cap; agentchat_live_runs)
         self._trim: asyncio.TimerHandle | None = None
         self.trims = 0  # idle trims done (tests)
+        # What a replica does about runs without a heartbeat (the sweeper, a joiner): set to
+        # the takeover (agent/chat/takeover.py); without one they are marked lost.
+        self.on_stale: Callable[[], Awaitable[Any]] | None = None
 
     # -- admission ------------------------------------------------------------------------------
 
@@ -183,8 +83,35 @@ class RunHub:
         turn's, coalesced."""
         run = Run(run_id=str(uuid.uuid4()), conversation_id=turn.conversation_id,
                   turn_id=turn.turn_id, tab_id=turn.tab, kind=kind,
-                  max_events=self.settings.run_events_max,
-                  stop=turn.task.cancel if turn.task is not None else None)
+                  max_events=self.settings.run_events_max, token=turn.runtime.user_jwt)
+        return self._launch(run, turn, early)
+
+    def resume(self, turn: Turn, claimed: dict[str, Any]) -> Run:
+        """A run taken over (takeover.py): the same run_id, its seq going on after the last
+        stored one, `run_resumed` first; its answer so far starts again."""
+        after = int(claimed["last_seq"])
+        run = Run(run_id=str(claimed["id"]), conversation_id=turn.conversation_id,
+                  turn_id=turn.turn_id, tab_id=turn.tab, kind=str(claimed["kind"]),
+                  max_events=self.settings.run_events_max, first_seq=after + 1,
+                  written_seq=after, recorded=True, based_seq=after + 1,
+                  epoch=int(claimed["epoch"]), verified_at=time.monotonic(),
+                  after_seq=after)
+        early = [{"type": "run_resumed", "attempt": int(claimed["attempt"]),
+                  "after_seq": after}]
+        return self._launch(run, turn, early)
+
+    def _launch(self, run: Run, turn: Turn, early: list[dict[str, Any]]) -> Run:
+        run.stop = turn.task.cancel if turn.task is not None else None
+
+        def fence() -> None:
+            turn.fenced = True
+            if turn.task is not None:
+                turn.task.cancel()
+
+        async def guard() -> None:
+            await self._owned(run)
+
+        run.fence, turn.guard = fence, guard
         self.live[run.run_id] = run
 
         def add(event: dict[str, Any]) -> None:
@@ -223,6 +150,28 @@ class RunHub:
         else:
             task.add_done_callback(lambda _: self.live.pop(run.run_id, None))
         return run
+
+    async def _owned(self, run: Run) -> None:
+        """Raise RunFenced unless the run is still ours: PostgreSQL is asked when the writer
+        has not confirmed it within half a heartbeat (a replica paused for longer asks)."""
+        if run.fenced:
+            raise RunFenced(run.run_id)
+        if time.monotonic() - run.verified_at < self.settings.run_heartbeat_s / 2:
+            return
+        epoch = await store.epoch_of(self.pool, run.run_id)
+        if epoch is not None and epoch != run.epoch:
+            self._fenced(run)
+            raise RunFenced(run.run_id)
+        run.verified_at = time.monotonic()
+
+    def _fenced(self, run: Run) -> None:
+        """Another replica owns the run now: its turn stops here and nothing more is stored."""
+        if not run.fenced:
+            log.warning("run %s belongs to another replica now; stopped here", run.run_id)
+        run.fenced = True
+        self.live.pop(run.run_id, None)
+        if run.fence is not None:
+            run.fence()
 
     def stop(self, run_id: str) -> bool:
         """Cancel a live run's turn here, as a Gradio cancel of its submit would."""
@@ -282,8 +231,16 @@ class RunHub:
                     beat_at = loop.time() + self.settings.run_heartbeat_s
                     running = [r.run_id for r in self.live.values() if not r.done]
                     if running:
-                        for run_id in await store.heartbeat(self.pool, running):
+                        stops, gone = await store.heartbeat(self.pool, running, self.replica)
+                        for run_id in stops:
                             self.stop(run_id)  # asked on another replica (Stop by run_id)
+                        now = time.monotonic()
+                        for run_id in running:
+                            if (run := self.live.get(run_id)) is not None:
+                                if run_id in gone:
+                                    self._fenced(run)
+                                else:
+                                    run.verified_at = now
             except AgentChatError:  # the database is down: keep the events, try again
                 log.warning("storing run events failed; retrying")
                 await asyncio.sleep(0.5)
@@ -297,7 +254,7 @@ class RunHub:
         """Store what the writer has not yet stored, in one transaction."""
         runs = list(self.live.values())
         new = [store.RunRecord(r.run_id, r.conversation_id, r.turn_id, r.kind, r.tab_id,
-                               self.replica) for r in runs if not r.recorded]
+                               self.replica, r.token) for r in runs if not r.recorded]
         progress, marks, bases = [], [], []
         for r in runs:
             last, done = r.last_seq, r.done
@@ -312,13 +269,17 @@ class RunHub:
                     events[0] = (r.first_seq, {**events[0][1], "_base": r.base()})
                 else:
                     bases.append((r.run_id, r.first_seq, r.base()))
-            progress.append(store.Progress(r.run_id, events, last, r.first_seq,
-                                           r.status if done else None))
+            # A taken-over run keeps the rows stored before it (its memory starts after
+            # them): only a trim of its own moves the oldest kept seq.
+            kept = r.first_seq if r.first_seq > (r.after_seq or 0) + 1 else 1
+            progress.append(store.Progress(r.run_id, events, last, kept,
+                                           r.status if done else None, r.epoch))
             marks.append((r, last, done, r.first_seq))
         if not new and not progress:
             return
+        fenced: list[str] = []
         try:
-            await store.write(self.pool, new, progress, bases)
+            fenced = await store.write(self.pool, new, progress, bases)
         except (AgentChatError, psycopg.Error) as e:
             if isinstance(e, AgentChatError) and e.code is ErrorCode.STORAGE_UNAVAILABLE:
                 raise  # an outage: the writer keeps the events and tries again
@@ -326,9 +287,14 @@ class RunHub:
             # dropped rather than retried forever. The live streams go on from memory.
             log.error("dropping a batch of run events that cannot be stored: %s",
                       type(e).__name__)
+        now = time.monotonic()
         for r in runs:
             r.recorded = True
+            r.token = None
+            if r.run_id in fenced:
+                self._fenced(r)
         for r, last, done, first in marks:
+            r.verified_at = now
             r.written_seq = last
             r.based_seq = first
             if done:
@@ -339,31 +305,45 @@ class RunHub:
 
     # -- the end --------------------------------------------------------------------------------
 
-    async def mark_lost(self, run_ids: list[str] | None = None) -> list[str]:
+    async def settle_stale(self) -> None:
+        """Runs without a heartbeat: taken over (`on_stale`), else marked lost."""
+        if self.on_stale is not None:
+            await self.on_stale()
+        else:
+            await self.mark_lost()
+
+    async def mark_lost(self, run_ids: list[str] | None = None,
+                        reason: str = "replica_stopped") -> list[str]:
         """Runs without a heartbeat (or exactly `run_ids`) become lost; their ids."""
-        content, detail = lost_event_texts()
+        content, detail = lost_event_texts(reason)
         # Our own live runs are alive whatever their heartbeat says (an outage just ended).
         keep = [] if run_ids is not None else list(self.live)
         rows = await store.mark_lost(self.pool, lost_s=self.settings.run_lost_s,
                                      content=content, detail=detail, run_ids=run_ids,
-                                     keep=keep)
+                                     keep=keep, reason=reason)
         if rows:
             log.warning("marked %s runs lost", len(rows))
         return [str(r["id"]) for r in rows]
 
     async def abandon(self) -> list[str]:
-        """At shutdown, after the drain: store what is left, then mark the live runs lost so
-        their joiners learn it now rather than after `run_lost_s`."""
+        """At shutdown, after the drain: store what is left, then release the live runs so
+        another replica goes on with them at once (with takeovers off: mark them lost, so
+        their joiners learn it now rather than after `run_lost_s`). Their turns stop here
+        without a record (a released run is fenced)."""
         if not self.settings.run_events:
             return []
         with contextlib.suppress(AgentChatError):
             await self.flush()
-        running = [r.run_id for r in self.live.values() if not r.done]
-        lost: list[str] = []
-        if running:
+        running = [r for r in self.live.values() if not r.done]
+        ids = [r.run_id for r in running]
+        out: list[str] = []
+        if ids:
             with contextlib.suppress(AgentChatError):
-                lost = await self.mark_lost(running)
-        return lost
+                out = (await takeovers.release(self.pool, ids, self.replica)
+                       if self.settings.run_takeover else await self.mark_lost(ids))
+            for r in running:
+                self._fenced(r)
+        return out
 
     async def aclose(self) -> None:
         for task in [*self._pumps, *([self._writer] if self._writer else [])]:

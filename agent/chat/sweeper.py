@@ -47,8 +47,9 @@ class Sweeper:
         self.task: asyncio.Task[None] | None = None
 
     async def settle_orphans(self) -> dict[str, int]:
-        # Runs without a heartbeat first: their turns fail as RUN_LOST, which retry completes.
-        await self.hub.mark_lost()
+        # Runs without a heartbeat first: taken over (agent/chat/takeover.py), or else their
+        # turns fail as RUN_LOST, which retry completes.
+        await self.hub.settle_stale()
         live = [t.turn_id for t in self.runner.active.values()]
         found = await turn_records.sweep_orphans(self.pool, live, grace_s=self.lease_s)
         if found["turns"]:

@@ -9,6 +9,8 @@ prefetch), its records, its graph input, then `TurnRunner.start`.
                    from its last checkpoint (`resume_orphan`)
     a fork         `fork`: an edit or a regenerate (issue 35), a new branch from the checkpoint
                    just before the user message it replaces (forks.py), planned afresh
+    a takeover     `take_over`: a dead replica's run goes on here (takeover.py), its turn from
+                   its last checkpoint as a retry would, under the same turn id
 
 Selection is a few ms of CPU (embeddings): it runs in a worker thread, before any statement, so
 no connection is held while it runs.
@@ -171,10 +173,6 @@ class TurnStarts:
             resumed = await self.resume_orphan(state, last, token, conversation_id, tab)
             if resumed is not None:
                 return resumed
-        messages: list[BaseMessage] = state.values.get("messages", [])
-        ids = [m.id for m in messages]
-        human_id = last["user_message_id"]
-        after = ids[ids.index(human_id) + 1:] if human_id in ids else []
         turn_id = str(uuid.uuid4())
         plan = last.get("plan") or {}
         runtime = await self.plan(conversation_id, turn_id, token, last["user_text"],
@@ -182,14 +180,39 @@ class TurnStarts:
         runtime = replace(runtime, branch=plan.get("branch"))
         await turn_records.start_turn(self.pool, turn_id, conversation_id,
                                       self.record_of(runtime))
-        # Re-run from the turn's user message: drop what followed it, keep the message itself
-        # (and its mark: file text stays file text, agent/graph/taint.py).
+        return self.runner.start(Turn(conversation_id, turn_id, tab, runtime,
+                                      self.rerun_input(state, last)))
+
+    @staticmethod
+    def rerun_input(state: Any, last: Row) -> dict[str, Any]:
+        """Re-run from the turn's user message: drop what followed it, keep the message
+        itself (and its mark: file text stays file text, agent/graph/taint.py)."""
+        messages: list[BaseMessage] = state.values.get("messages", [])
+        ids = [m.id for m in messages]
+        human_id = last["user_message_id"]
+        after = ids[ids.index(human_id) + 1:] if human_id in ids else []
         human = next((m for m in messages if m.id == human_id), None)
-        graph_input = {"messages": [*(RemoveMessage(id=i) for i in after if i),
-                                    HumanMessage(content=last["user_text"], id=human_id,
-                                                 additional_kwargs=dict(
-                                                     human.additional_kwargs if human else {}))]}
-        return self.runner.start(Turn(conversation_id, turn_id, tab, runtime, graph_input))
+        return {"messages": [*(RemoveMessage(id=i) for i in after if i),
+                             HumanMessage(content=last["user_text"], id=human_id,
+                                          additional_kwargs=dict(
+                                              human.additional_kwargs if human else {}))]}
+
+    async def take_over(self, token: str, conversation_id: str, tab: str, last: Row) -> Turn:
+        """A run claimed from a dead or draining replica (takeover.py) goes on here from its
+        last checkpoint: an answered card's (the confirmed call keeps its idempotency key, so
+        it runs once), else its turn's start, the user message again, under the same turn id.
+        The old attempt's calls still `running` are closed first: it wrote nothing since."""
+        await turn_records.close_dangling_calls(self.pool, conversation_id, "error")
+        state = await self.runner.state(conversation_id)
+        resumed = await self.resume_orphan(state, last, token, conversation_id, tab)
+        if resumed is not None:
+            return resumed
+        plan = last.get("plan") or {}
+        runtime = await self.plan(conversation_id, str(last["id"]), token, last["user_text"],
+                                  plan.get("env_id"), plan.get("uicontext"))
+        runtime = replace(runtime, branch=plan.get("branch"))
+        return self.runner.start(Turn(conversation_id, str(last["id"]), tab, runtime,
+                                      self.rerun_input(state, last)))
 
     # -- a fork (issue 35) -----------------------------------------------------------------------
 

@@ -52,6 +52,11 @@ STREAM_MODES: list[StreamMode] = ["custom", "updates"]
 DURABILITY: Durability = "exit"
 
 
+class RunFenced(Exception):
+    """The turn's run belongs to another replica now (taken over, or released at a drain):
+    this turn writes nothing more (docs/protocol.md §4, "Takeover")."""
+
+
 @dataclass
 class Turn:
     """One run of the graph for one submit: a first turn, a resume, or a retry."""
@@ -66,6 +71,16 @@ class Turn:
     text: str = ""
     status: str = "running"
     new_thread: bool = False  # the conversation was created for this turn: no checkpoint yet
+    # Set by its run (run_hub.py): raises RunFenced once the run's epoch is not ours. Every
+    # record the turn writes, and its checkpoints, are checked by it first.
+    guard: Callable[[], Awaitable[None]] | None = None
+    fenced: bool = False
+
+    async def owned(self) -> None:
+        if self.fenced:
+            raise RunFenced(self.turn_id)
+        if self.guard is not None:
+            await self.guard()
 
     def emit(self, event: dict[str, Any]) -> None:
         """To the turn's run (run_hub.py), which reads every event, listened to or not."""
@@ -93,8 +108,10 @@ class TurnRunner:
     def start(self, turn: Turn) -> Turn:
         self.active[turn.conversation_id] = turn
         turn.runtime = replace(turn.runtime, text_out=turn.emit_text)
-        if turn.new_thread and self.checkpointer is not None:
-            self.checkpointer.new_thread(turn.conversation_id)
+        if self.checkpointer is not None:
+            if turn.new_thread:
+                self.checkpointer.new_thread(turn.conversation_id)
+            self.checkpointer.guards[turn.conversation_id] = turn.owned
         turn.task = asyncio.create_task(self._run(turn), name=f"turn-{turn.turn_id}")
         return turn
 
@@ -146,6 +163,9 @@ class TurnRunner:
         ACTIVE_TURNS.inc()
         try:
             await self._stream(turn)
+        except RunFenced:
+            turn.fenced = True
+            log.warning("turn %s: its run was taken over; it stops here", turn.turn_id)
         except asyncio.CancelledError:
             await self._after_cancel(turn)
             raise
@@ -163,9 +183,12 @@ class TurnRunner:
             beat.cancel()
             if self.checkpointer is not None:
                 self.checkpointer.thread_done(turn.conversation_id)
-            with contextlib.suppress(Exception):
-                await leases.extend_lease(self.pool, turn.conversation_id, turn.tab,
-                                          self.lease_s)
+                if self.checkpointer.guards.get(turn.conversation_id) == turn.owned:
+                    del self.checkpointer.guards[turn.conversation_id]
+            if not turn.fenced:
+                with contextlib.suppress(Exception):
+                    await leases.extend_lease(self.pool, turn.conversation_id, turn.tab,
+                                              self.lease_s)
             if self.active.get(turn.conversation_id) is turn:
                 del self.active[turn.conversation_id]
             turn.emit(END_OF_STREAM)
@@ -213,6 +236,7 @@ class TurnRunner:
     async def _raise_card(self, turn: Turn, card: dict[str, Any]) -> None:
         # The text before the card is stored before the card: history hangs a card on the
         # turn's first assistant message stored after it (the answer after the resume).
+        await turn.owned()
         if turn.text:
             await turn_records.add_message(self.pool, message_id=str(uuid.uuid4()),
                                            conversation_id=turn.conversation_id,
@@ -240,6 +264,7 @@ class TurnRunner:
 
     async def _record_tool_event(self, turn: Turn, event: dict[str, Any]) -> None:
         kind, cid = event.get("type"), str(event.get("call_id"))
+        await turn.owned()
         if kind == "tool_start":
             await turn_records.tool_started(self.pool, conversation_id=turn.conversation_id,
                                             turn_id=turn.turn_id, call_id=cid,
@@ -261,6 +286,7 @@ class TurnRunner:
                       answer_id: str | None = None, partial: bool = False) -> None:
         """The turn's end, stored in one statement: its answer so far as message `answer_id`
         (when given), its status, the conversation's activity."""
+        await turn.owned()
         turn.status = status
         TURNS.labels(status, error_code or "").inc()
         await turn_records.end_turn(self.pool, turn_id=turn.turn_id,
@@ -291,7 +317,7 @@ class TurnRunner:
         await turn_records.close_dangling_calls(self.pool, conversation_id, outcome)
 
     async def _after_cancel(self, turn: Turn) -> None:
-        if self.abandoned:
+        if self.abandoned or turn.fenced:
             return
         # Shielded: the task is being cancelled, but the records must still be written.
         async def record() -> None:
@@ -306,6 +332,8 @@ class TurnRunner:
             log.exception("recording the cancelled turn %s failed", turn.turn_id)
 
     async def _after_failure(self, turn: Turn, err: AgentChatError) -> None:
+        if turn.fenced:
+            return
         message_id = str(uuid.uuid4())  # one id, so a retried record adds the message once
 
         async def record() -> None:

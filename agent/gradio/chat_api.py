@@ -14,8 +14,8 @@ from typing import Any
 
 from agentchat.agent.chat.events import to_message
 from agentchat.agent.chat.heartbeat import with_heartbeats
+from agentchat.agent.chat.live_run import Run
 from agentchat.agent.chat.request import ChatRequest
-from agentchat.agent.chat.run_hub import Run
 from agentchat.agent.gradio.inputs import parse_request
 from agentchat.agent.metrics import EVENTS, FIRST_EVENT, FIRST_TOKEN, STREAM_JOINS
 from agentchat.agent.wiring import Services
@@ -61,7 +61,7 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
         if req.action == "join":
             try:
                 async for event in with_heartbeats(chat.join(req, principal), beat_s,
-                                                   run_id=req.run_id, seq=req.last_seq,
+                                                   run_id=req.run_id, seq=0,
                                                    conversation_id=cid):
                     seq = event["metadata"]["seq"]
                     EVENTS.labels(event["metadata"].get("type") or "final").inc()

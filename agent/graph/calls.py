@@ -19,11 +19,20 @@ def refused_call(detail: str) -> dict[str, Any]:
     return {"decision": REFUSED, "reason_code": INVALID_ARGUMENTS, "detail": detail}
 
 
-def with_unique_ids(response: AIMessage) -> tuple[AIMessage, dict[str, dict[str, Any]]]:
+# Call ids of a turn's model messages: the same turn at the same step gets the same ids.
+CALL_NAMESPACE = uuid.UUID("5b0c3f7e-8a41-4d55-9a53-0f2d6c1e7a90")
+
+
+def with_unique_ids(response: AIMessage, step: str | None = None
+                    ) -> tuple[AIMessage, dict[str, dict[str, Any]]]:
     """The model's message with each call's id replaced by `call_<message>_<n>` (unique within
     the conversation, under OpenAI's 40 characters), and calls whose arguments were not even
-    JSON kept as refused calls, so each gets its ToolMessage."""
-    mid = uuid.uuid4().hex[:16]
+    JSON kept as refused calls, so each gets its ToolMessage. `step` (the turn's id and the
+    thread's length) makes `<message>` the same when a run taken over by another replica
+    (docs/protocol.md §4, "Takeover") makes the same calls again at the same step: an uncarded
+    write's idempotency key (conversation, turn, call id) is then the same, and the write
+    runs once."""
+    mid = (uuid.uuid5(CALL_NAMESPACE, step) if step else uuid.uuid4()).hex[:16]
     calls: list[Any] = []
     refused: dict[str, dict[str, Any]] = {}
     for call in response.tool_calls:

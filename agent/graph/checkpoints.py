@@ -11,11 +11,15 @@ pool, with two changes, each measured at a burst of 200 submits (bench/README.md
 - A conversation this replica has just created has no checkpoint: the read LangGraph makes
   when its first run starts is answered without a query. At a burst of new conversations that
   read was half the statements queued on the pool before the first token.
+- A thread's checkpoints are fenced (docs/protocol.md §4, "Takeover"): the running turn
+  registers a guard per thread (agent/chat/turn_task.py) that raises once its run belongs to
+  another replica, so a paused-then-revived replica never saves over the new owner's thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -34,6 +38,7 @@ class Checkpointer(AsyncPostgresSaver):
         super().__init__(pool)
         self.lock = asyncio.Semaphore(max(1, concurrency))  # type: ignore[assignment]
         self._new: set[str] = set()
+        self.guards: dict[str, Callable[[], Awaitable[None]]] = {}  # thread_id -> fence
 
     def new_thread(self, thread_id: str) -> None:
         """`thread_id` was created a moment ago, here: it has no checkpoint until one is
@@ -52,6 +57,10 @@ class Checkpointer(AsyncPostgresSaver):
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions
                    ) -> RunnableConfig:
+        thread = str((config.get("configurable") or {}).get("thread_id"))
+        guard = self.guards.get(thread)
+        if guard is not None:
+            await guard()
         # Before the write: a read while it is under way queries, and finds it or nothing.
-        self._new.discard(str((config.get("configurable") or {}).get("thread_id")))
+        self._new.discard(thread)
         return await super().aput(config, checkpoint, metadata, new_versions)

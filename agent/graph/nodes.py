@@ -80,7 +80,8 @@ class Nodes:
         except Exception as e:  # any failure of the endpoint: refused, 5xx, timeout, cut stream
             raise AgentChatError(ErrorCode.LLM_UNAVAILABLE,
                                  f"the model is unavailable ({type(e).__name__})") from None
-        response, refused = with_unique_ids(response)
+        step = f"{ctx.turn_id}:{len(state['messages'])}" if ctx.turn_id else None
+        response, refused = with_unique_ids(response, step)
         return {"messages": [response], "decisions": refused, "approved": [],
                 "approved_keys": {}}
 

@@ -11,6 +11,8 @@
 - `leases.py` (leases): the multi-tab gate, and the owner's lease for `/active`.
 - `runs.py` (runs, run_events): a run's events in batches with NOTIFY, heartbeats, marking
   runs lost (with their RUN_LOST event and failed turn), the owner's run for a join.
+- `takeovers.py` (runs): claiming a dead or released run (its epoch raised), the runs none
+  can go on with, a draining replica's release, the turn a claimed run goes on with.
 - `history.py` (reads messages, turns, tool_calls, confirmations): history pages and which
   message each card hangs on.
 - `branches.py` (messages, conversations, turns, tool_calls; issue 35): the message tree,

@@ -21,9 +21,10 @@ from agentchat.agent.storage.db import Db, Row, connection, fetch_all, fetch_one
 CHANNEL = "agentchat_runs"  # NOTIFY payload: the run id whose events or status changed
 
 INSERT_RUNS = """
-INSERT INTO runs (id, conversation_id, turn_id, kind, tab_id, replica)
+INSERT INTO runs (id, conversation_id, turn_id, kind, tab_id, replica, resume_token)
 SELECT * FROM unnest(%(ids)s::text[], %(conversations)s::text[], %(turns)s::text[],
-                     %(kinds)s::text[], %(tabs)s::text[], %(replicas)s::text[])
+                     %(kinds)s::text[], %(tabs)s::text[], %(replicas)s::text[],
+                     %(tokens)s::text[])
 ON CONFLICT (id) DO NOTHING
 """
 # Events, the runs' progress (last seq, the oldest kept, a final status) and a notification
@@ -32,7 +33,10 @@ ON CONFLICT (id) DO NOTHING
 # rows grow with its answer, not with its square; a trimmed run's first kept row gets
 # `_base`, the answer before it, so a replay rebuilds every later content. A run another
 # replica marked lost keeps `lost`; its RUN_LOST event holds its seq, so a late write of the
-# same seq is dropped.
+# same seq is dropped. A run taken over is `resuming` until its new owner's first batch.
+# `write` fences the batch first (FENCE): only runs whose epoch is still the writer's get here.
+LIVE = "('running', 'resuming')"
+FENCE = "SELECT id, epoch FROM runs WHERE id = ANY(%(ids)s::text[]) FOR NO KEY UPDATE"
 WRITE_EVENTS = """
 WITH ev AS (
     INSERT INTO run_events (run_id, seq, event)
@@ -44,10 +48,13 @@ upd AS (
        SET last_seq = GREATEST(r.last_seq, v.last_seq),
            first_kept_seq = GREATEST(r.first_kept_seq, v.first_kept),
            heartbeat_at = now(),
-           status = CASE WHEN r.status = 'running' AND v.status IS NOT NULL
-                         THEN v.status ELSE r.status END,
-           finished_at = CASE WHEN r.status = 'running' AND v.status IS NOT NULL
-                              THEN now() ELSE r.finished_at END
+           status = CASE WHEN r.status IN ('running', 'resuming') AND v.status IS NOT NULL
+                         THEN v.status
+                         WHEN r.status = 'resuming' THEN 'running' ELSE r.status END,
+           finished_at = CASE WHEN r.status IN ('running', 'resuming')
+                                   AND v.status IS NOT NULL
+                              THEN now() ELSE r.finished_at END,
+           resume_token = CASE WHEN v.status IS NOT NULL THEN NULL ELSE r.resume_token END
       FROM unnest(%(ids)s::text[], %(lasts)s::int[], %(firsts)s::int[], %(statuses)s::text[])
            AS v(id, last_seq, first_kept, status)
      WHERE r.id = v.id
@@ -67,9 +74,12 @@ SELECT pg_notify(%(channel)s, upd.id), (SELECT count(*) FROM ev) AS written,
        (SELECT count(*) FROM trimmed) AS trimmed, (SELECT count(*) FROM based) AS based
   FROM upd
 """
-# The replica's live runs are alive; the ids of those another replica was asked to stop.
-HEARTBEAT = """
-UPDATE runs SET heartbeat_at = now() WHERE id = ANY(%(ids)s) AND status = 'running'
+# The replica's live runs are alive, those it still owns: the ids of those, and whether
+# another replica was asked to stop each. A run it no longer owns (taken over, released,
+# marked lost) is not beaten: the hub fences it (run_hub.py).
+HEARTBEAT = f"""
+UPDATE runs SET heartbeat_at = now()
+ WHERE id = ANY(%(ids)s) AND status IN {LIVE} AND replica = %(replica)s
 RETURNING id, stop_requested_at IS NOT NULL AS stop
 """
 # Stop by run_id on a replica that does not run it: the owner's running run, started by this
@@ -79,19 +89,22 @@ UPDATE runs r SET stop_requested_at = now()
   FROM conversations c
  WHERE r.id = %(run_id)s AND r.conversation_id = %(conversation_id)s
    AND c.id = r.conversation_id AND c.owner = %(owner)s
-   AND r.tab_id = %(tab)s AND r.status = 'running'
+   AND r.tab_id = %(tab)s AND r.status IN ('running', 'resuming')
 RETURNING r.id
 """
 # Runs without a heartbeat for `lost_s` (or the ids given, at a replica's shutdown) become
 # lost, except `keep` (the caller's own live runs: after an outage their heartbeats are old
-# although they run on): their RUN_LOST event at the next seq, their turn failed so `retry`
+# although they run on): their RUN_LOST event at the next seq (with `reason`: why no replica
+# went on with it), their turn failed so `retry`
 # completes it, the turn's unfinished calls errors (as the orphan sweep does), a notification
-# each.
-MARK_LOST = """
+# each. Its epoch is raised: a lost run is nobody's, so a replica still running it (paused
+# meanwhile) stores nothing more.
+MARK_LOST = f"""
 WITH lost AS (
     UPDATE runs
-       SET status = 'lost', finished_at = now(), last_seq = last_seq + 1
-     WHERE status = 'running' AND NOT (id = ANY(%(keep)s::text[]))
+       SET status = 'lost', finished_at = now(), last_seq = last_seq + 1, resume_token = NULL,
+           epoch = epoch + 1
+     WHERE status IN {LIVE} AND NOT (id = ANY(%(keep)s::text[]))
        AND (CASE WHEN %(ids)s::text[] IS NULL
                  THEN heartbeat_at < now() - make_interval(secs => %(lost_s)s)
                  ELSE id = ANY(%(ids)s::text[]) END)
@@ -102,7 +115,8 @@ ev AS (
                'role', 'assistant', 'content', %(content)s::text,
                'metadata', jsonb_build_object(
                    'type', 'error', 'code', 'RUN_LOST', 'detail', %(detail)s::text,
-                   'retryable', true, 'seq', last_seq, 'run_id', id,
+                   'retryable', true, 'reason', %(reason)s::text,
+                   'seq', last_seq, 'run_id', id,
                    'conversation_id', conversation_id))
       FROM lost
     ON CONFLICT (run_id, seq) DO NOTHING
@@ -125,8 +139,8 @@ SELECT lost.id, lost.conversation_id, pg_notify(%(channel)s, lost.id),
 # replica has not heartbeat it for `lost_s`.
 FIND_RUN = """
 SELECT r.id, r.conversation_id, r.turn_id, r.kind, r.tab_id, r.replica, r.status, r.last_seq,
-       r.first_kept_seq,
-       (r.status = 'running'
+       r.first_kept_seq, r.resumed_after,
+       (r.status IN ('running', 'resuming')
         AND r.heartbeat_at < now() - make_interval(secs => %(lost_s)s)) AS stale
   FROM runs r JOIN conversations c ON c.id = r.conversation_id AND c.owner = %(owner)s
  WHERE r.conversation_id = %(conversation_id)s
@@ -135,8 +149,8 @@ SELECT r.id, r.conversation_id, r.turn_id, r.kind, r.tab_id, r.replica, r.status
  LIMIT 1
 """
 RUN_STATE = """
-SELECT status, last_seq, first_kept_seq,
-       (status = 'running'
+SELECT status, last_seq, first_kept_seq, resumed_after,
+       (status IN ('running', 'resuming')
         AND heartbeat_at < now() - make_interval(secs => %(lost_s)s)) AS stale
   FROM runs WHERE id = %(id)s
 """
@@ -149,7 +163,7 @@ LIVE_ELSEWHERE = """
 SELECT id, tab_id,
        heartbeat_at < now() - make_interval(secs => %(lost_s)s) AS stale
   FROM runs
- WHERE conversation_id = %(conversation_id)s AND status = 'running'
+ WHERE conversation_id = %(conversation_id)s AND status IN ('running', 'resuming')
    AND replica <> %(replica)s
 """
 
@@ -164,6 +178,7 @@ class RunRecord:
     kind: str
     tab_id: str
     replica: str
+    token: str | None = None  # the user token a new owner resumes it with (takeover.py)
 
 
 @dataclass
@@ -175,12 +190,17 @@ class Progress:
     last_seq: int
     first_kept: int
     status: str | None  # set once the run has ended
+    epoch: int = 1  # the writer's epoch of the run: a stale one stores nothing
 
 
 async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progress],
-                bases: Sequence[tuple[str, int, str]] = ()) -> None:
+                bases: Sequence[tuple[str, int, str]] = ()) -> list[str]:
     """One transaction: the new runs, then every run's events and progress (notified), and
-    the `_base` of trimmed runs' first kept rows stored earlier: (run_id, seq, text)."""
+    the `_base` of trimmed runs' first kept rows stored earlier: (run_id, seq, text). Fenced
+    first: the runs whose epoch is no longer the writer's (taken over, released) store
+    nothing; their ids are returned. Their rows stay locked to the end of the transaction,
+    so a takeover (which skips locked rows) never claims a run in the middle of a batch."""
+    fenced: list[str] = []
     async with connection(db) as conn, conn.transaction():
         if new_runs:
             await conn.execute(INSERT_RUNS, {
@@ -188,7 +208,14 @@ async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progre
                 "conversations": [r.conversation_id for r in new_runs],
                 "turns": [r.turn_id for r in new_runs], "kinds": [r.kind for r in new_runs],
                 "tabs": [r.tab_id for r in new_runs],
-                "replicas": [r.replica for r in new_runs]})
+                "replicas": [r.replica for r in new_runs],
+                "tokens": [r.token for r in new_runs]})
+        if progress:
+            epochs = {str(r["id"]): int(r["epoch"]) for r in await fetch_all(
+                conn, FENCE, {"ids": [p.run_id for p in progress]})}
+            fenced = [p.run_id for p in progress if epochs.get(p.run_id, p.epoch) != p.epoch]
+            progress = [p for p in progress if p.run_id not in fenced]
+            bases = [b for b in bases if b[0] not in fenced]
         if progress:
             events = [(p.run_id, seq, ev) for p in progress for seq, ev in p.events]
             await conn.execute(WRITE_EVENTS, {
@@ -199,12 +226,15 @@ async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progre
                 "statuses": [p.status for p in progress], "channel": CHANNEL,
                 "b_runs": [b[0] for b in bases], "b_seqs": [b[1] for b in bases],
                 "b_texts": [b[2] for b in bases]})
+    return fenced
 
 
-async def heartbeat(db: Db, run_ids: list[str]) -> list[str]:
-    """Heartbeat the live runs; the ids of those a Stop by run_id asked to stop."""
-    rows = await fetch_all(db, HEARTBEAT, {"ids": run_ids})
-    return [str(r["id"]) for r in rows if r["stop"]]
+async def heartbeat(db: Db, run_ids: list[str], replica: str) -> tuple[list[str], list[str]]:
+    """Heartbeat the live runs `replica` still owns: (the ids of those a Stop by run_id asked
+    to stop, the ids it no longer owns)."""
+    rows = await fetch_all(db, HEARTBEAT, {"ids": run_ids, "replica": replica})
+    owned = {str(r["id"]) for r in rows}
+    return [str(r["id"]) for r in rows if r["stop"]], [i for i in run_ids if i not in owned]
 
 
 async def request_stop(db: Db, *, owner: str, conversation_id: str, run_id: str,
@@ -215,12 +245,12 @@ async def request_stop(db: Db, *, owner: str, conversation_id: str, run_id: str,
 
 
 async def mark_lost(db: Db, *, lost_s: float, content: str, detail: str,
-                    run_ids: list[str] | None = None, keep: list[str] | None = None
-                    ) -> list[Row]:
+                    run_ids: list[str] | None = None, keep: list[str] | None = None,
+                    reason: str = "replica_stopped") -> list[Row]:
     """Mark stale runs (or exactly `run_ids`) lost, never those in `keep`; the rows of those
-    it marked."""
+    it marked. `reason` goes in their RUN_LOST event (docs/protocol.md §4, "Takeover")."""
     return await fetch_all(db, MARK_LOST, {"ids": run_ids, "keep": keep or [],
-                                           "lost_s": lost_s,
+                                           "lost_s": lost_s, "reason": reason,
                                            "content": content, "detail": detail,
                                            "channel": CHANNEL})
 
@@ -245,3 +275,9 @@ async def live_elsewhere(conn: psycopg.AsyncConnection[Any], conversation_id: st
                          replica: str, lost_s: float) -> list[Row]:
     return await fetch_all(conn, LIVE_ELSEWHERE, {"conversation_id": conversation_id,
                                                   "replica": replica, "lost_s": lost_s})
+
+
+async def epoch_of(db: Db, run_id: str) -> int | None:
+    """The run's owner epoch now (None: not stored yet, or gone)."""
+    row = await fetch_one(db, "SELECT epoch FROM runs WHERE id = %(id)s", {"id": run_id})
+    return int(row["epoch"]) if row is not None else None

@@ -56,7 +56,8 @@ def test_rules_pass_promtool(tmp_path: Path) -> None:
         "AgentChatServiceTokenExpiring", "AgentChatServiceTokenRefused",
         "AgentChatCardsExpiringUnanswered", "AgentChatTimeToFirstTokenHigh",
         "AgentChatTokenRenewalOverdue", "AgentChatKeyRotationOverdue",
-        "AgentChatOperatorFailing", "AgentChatOperatorMetricsAbsent", "AgentChatPruningFailing"}
+        "AgentChatOperatorFailing", "AgentChatOperatorMetricsAbsent", "AgentChatPruningFailing",
+            "AgentChatRunTakeoversFailing"}
 
 
 def test_alerts_fire_on_trouble_and_not_on_health(tmp_path: Path) -> None:
@@ -127,6 +128,11 @@ def test_alerts_fire_on_trouble_and_not_on_health(tmp_path: Path) -> None:
              "values": "0+2x60"},
             {"series": f'agentchat_turns_total{{{ns}, status="failed", error_code="RATE_LIMITED"}}',
              "values": "0+50x60"},
+            # One run no replica could take over, at minute 11 (RUN_LOST for its user).
+            {"series": f'agentchat_run_takeovers_total{{{ns}, outcome="lost"}}',
+             "values": "0x10 1x50"},
+            {"series": f'agentchat_run_takeovers_total{{{ns}, outcome="resumed"}}',
+             "values": "0+1x60"},
             {"series": f'agentchat_cards_total{{{ns}, outcome="shown"}}', "values": "0+1x120"},
             {"series": f'agentchat_cards_total{{{ns}, outcome="expired"}}',
              "values": "0+0.5x120"},
@@ -144,6 +150,11 @@ def test_alerts_fire_on_trouble_and_not_on_health(tmp_path: Path) -> None:
             {"eval_time": "30m", "alertname": "AgentChatTimeToFirstTokenHigh",
              "exp_alerts": [fired("AgentChatTimeToFirstTokenHigh",
                                   "AgentChat: TTFT p99 is 9.944s",
+                                  severity="warning", namespace=NAMESPACE)]},
+            {"eval_time": "9m", "alertname": "AgentChatRunTakeoversFailing", "exp_alerts": []},
+            {"eval_time": "14m", "alertname": "AgentChatRunTakeoversFailing",
+             "exp_alerts": [fired("AgentChatRunTakeoversFailing",
+                                  "AgentChat: runs whose replica died could not be taken over",
                                   severity="warning", namespace=NAMESPACE)]},
             # 2 INTERNAL of 62 turns a minute: 3%, under 5%; RATE_LIMITED is the client's.
             {"eval_time": "30m", "alertname": "AgentChatTurnErrorRate", "exp_alerts": []},

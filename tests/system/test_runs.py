@@ -2,9 +2,9 @@
 a dropped stream is rejoined by `run_id` and `seq` on the same and on another replica with
 nothing lost or repeated; a finished run replays its tail; a pending card and a confirm's
 resumed run can be joined; the join's errors; Stop then send in one tab is never BUSY; a
-tab keeps its lease across reconnects by `tab_id`; a killed replica's run ends RUN_LOST for
-its joiners and `retry` completes it with the confirmed call run once; a SIGTERM'd replica
-finishes its run and takes no new one.
+tab keeps its lease across reconnects by `tab_id`; a SIGTERM'd replica finishes its run and
+takes no new one, and one with takeovers off marks a run outliving its drain RUN_LOST, which
+`retry` completes. A killed replica's run is taken over: tests/system/test_takeover.py.
 """
 
 from __future__ import annotations
@@ -252,60 +252,6 @@ def test_a_tab_keeps_its_lease_across_reconnects(
     assert active["run"]["run_id"] == again.last["run_id"]
 
 
-def test_a_killed_replica_run_is_lost_for_its_joiners_and_retry_completes_it(
-        replicas: tuple[Stack, Service, Service]) -> None:
-    stack, a, _ = replicas
-    stack.reset_sandbox()
-    doomed, doomed_policy = start_replica(stack, **ENV)
-    try:
-        alice = stack.token("alice")
-        tab_id = "tab-" + uuid.uuid4().hex
-        card = say(doomed, alice, {"text": "задеплой дашборд 42 в прод", "files": [],
-                                   "tab_id": tab_id})
-        assert card.kind == "confirm_required", card.types()
-        cid, key = card.conversation_id, card.last["confirm_id"]
-        stack.fault(operation="deploy_dashboard", delay_s=3)
-        resumed = say(doomed, alice, {"text": "__resume__", "files": [], "tab_id": tab_id},
-                      "confirm", cid, drop_after=1)
-        run_id = resumed.last["run_id"]
-        joiner: dict[str, Outcome] = {}
-
-        async def watch() -> None:
-            joiner["out"] = await asyncio.wait_for(
-                _join_async(a, alice, cid, run_id, 1), BOUND_S)
-
-        async def kill_then_watch() -> None:
-            task = asyncio.create_task(watch())
-            await asyncio.sleep(0.5)
-            doomed.stop(signal.SIGKILL)
-            killed = time.monotonic()
-            await task
-            joiner["after_s"] = killed  # type: ignore[assignment]
-            joiner["took"] = time.monotonic() - killed  # type: ignore[assignment]
-
-        asyncio.run(kill_then_watch())
-        out = joiner["out"]
-        assert out.kind == "error" and out.last["code"] == "RUN_LOST", out.types()
-        assert out.last["retryable"] is True and out.last["run_id"] == run_id
-        assert joiner["took"] < 3 + 10, "within the heartbeat bound"  # type: ignore[operator]
-        retried = when_free(lambda: say(a, alice, {"text": "", "files": [], "tab_id": tab_id},
-                                        "retry", cid), timeout=BOUND_S)
-        assert retried.kind == "final", retried.types()
-        assert len(audit_ok(stack, operation="deploy_dashboard", idempotency_key=key)) == 1
-        assert rows(stack.database_url, "SELECT status FROM runs WHERE id=%s", run_id) == [
-            {"status": "lost"}]
-    finally:
-        doomed.kill()
-        doomed_policy.kill()
-
-
-async def _join_async(agent: Service, token: str, cid: str, run_id: str,
-                      last_seq: int) -> Outcome:
-    async with httpx.AsyncClient() as http:
-        return await RawChat(agent.url, token, http).submit(
-            join_message(cid, run_id, last_seq), timeout=BOUND_S)
-
-
 def test_a_replica_sent_sigterm_finishes_its_run_and_takes_no_new_one(
         replicas: tuple[Stack, Service, Service]) -> None:
     stack, _, _ = replicas
@@ -341,7 +287,10 @@ def test_a_replica_sent_sigterm_finishes_its_run_and_takes_no_new_one(
 def test_a_run_outliving_the_drain_is_marked_lost_and_retry_completes_it(
         replicas: tuple[Stack, Service, Service]) -> None:
     stack, a, _ = replicas
-    leaving, leaving_policy = start_replica(stack, **{**ENV, "AGENTCHAT_AGENT_DRAIN_S": "1"})
+    # With takeovers off (a replica's own choice at its drain), as before issue 33; with them
+    # on the run is handed over instead (tests/system/test_takeover.py).
+    leaving, leaving_policy = start_replica(stack, **{**ENV, "AGENTCHAT_AGENT_DRAIN_S": "1",
+                                                      "AGENTCHAT_AGENT_RUN_TAKEOVER": "false"})
     try:
         alice = stack.token("alice")
         tab_id = "tab-" + uuid.uuid4().hex

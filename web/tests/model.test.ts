@@ -95,6 +95,25 @@ describe("idle → streaming → idle", () => {
     expect(text(lastAssistant(h.model))).toBe(dataOf(f).at(-1)!.content);
   });
 
+  it("run_resumed (another replica took the run over): the run's partial text is cleared, seq goes on from after_seq", async () => {
+    const f = await fixture("cancel");
+    const all = msgs(f);
+    const k = all.findIndex((m) => m.type === "data");
+    type Data = { type: "data"; data: { content: string; metadata: Record<string, unknown> }[] };
+    const data = all.filter((m): m is Data => m.type === "data" && (m as Data).data[0]!.metadata.type === "stream_token");
+    // The tab saw seq 1..3; the dead replica had stored 1..2: the new owner goes on at seq 3.
+    const resumed = structuredClone(data[0]!);
+    resumed.data[0] = { content: "", metadata: { ...resumed.data[0]!.metadata, type: "run_resumed", seq: 3, attempt: 2, after_seq: 2 } };
+    delete resumed.data[0].metadata.token;
+    const again = structuredClone(data[0]!);
+    again.data[0]!.metadata.seq = 4;
+    h.transport.queue({ messages: [...all.slice(0, k), data[0]!, data[1]!, data[2]!, resumed, again], hang: true });
+    await h.started();
+    h.model.send("привет and echo 60 words");
+    await settle();
+    expect(text(lastAssistant(h.model))).toBe(again.data[0]!.content);
+  });
+
   it("a second message goes to the same conversation", async () => {
     const f = await fixture("happy");
     h.transport.queue({ messages: msgs(f) }, { messages: msgs(f) });

@@ -61,6 +61,7 @@ interface Current {
   runId: string | null;
   lastSeq: number;
   nullSeq: number; // seq of events without a run (errors before one exists), for the repeat
+  attempt?: number; // the run's attempt as last seen (`run_resumed`: another replica took it over)
   terminal: boolean;
   cancelled: boolean;
   deniedAlternatives: AlternativesView["alternatives"] | null;
@@ -400,6 +401,12 @@ export class ChatModel {
         cur.runId = m.run_id;
         cur.lastSeq = 0;
       }
+      if (m.type === "run_resumed" && Number(m.attempt) > (cur.attempt ?? 1)) {
+        // Another replica took the run over from its last stored event (`after_seq`): what
+        // this tab holds beyond it was never stored. Seq goes on from there (docs/protocol.md §2).
+        cur.attempt = Number(m.attempt);
+        cur.lastSeq = Math.min(cur.lastSeq, m.seq - 1);
+      }
       if (m.seq <= cur.lastSeq) return; // Gradio delivers the last value twice
       cur.lastSeq = m.seq;
       if (cur.kind !== "join" && !this.#ownRuns.has(m.run_id)) {
@@ -419,6 +426,10 @@ export class ChatModel {
     switch (m.type) {
       case "stream_token":
         appendText(item, m.run_id, String(m.token ?? ""));
+        return;
+      case "run_resumed":
+        // The answer starts again on the new replica: the run's partial text goes.
+        item.parts = item.parts.filter((p) => !(p.kind === "text" && p.runId === m.run_id));
         return;
       case "tool_start":
         item.parts.push(newTool(m));

@@ -1,0 +1,311 @@
+"""A run survives its replica (issue 33, docs/protocol.md §4 "Takeover"), from outside: real
+agent processes on one PostgreSQL, the Gradio queue protocol, the sandbox's audit.
+
+- SIGKILL of the replica streaming a paced run: a `@gradio/client` join on the survivor
+  (tests/js/join_child.mjs) gets `run_resumed`
+  (attempt 2, `after_seq`), contiguous seq under the same run_id, a final equal to history;
+- a confirmed deploy whose replica is killed while the sandbox runs it: it ends final on the
+  survivor and the sandbox executed it once;
+- SIGTERM with a run outliving the drain: released, resumed on the survivor within 2 s;
+- a stale owner revived (SIGSTOP until the takeover, SIGCONT) writes nothing more for it;
+- attempts used up (every replica that takes it stopped): RUN_LOST, its detail and `reason`.
+
+The survivor (`stack.agent`) lives for the module; a test starts the replica it kills (one
+replica dies with two runs, to spare a start: seconds on a loaded 2-core machine), and the
+paused replica serves the last two tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from testkit.raw_chat import Outcome, RawChat
+from testkit.reliability import audit_ok, history_items, rows, say, wait_for
+from testkit.stack import Stack, running_stack
+from testkit.support import Service, create_database, drop_database
+
+# A paced model so a run is still streaming when its replica dies; a short heartbeat and lost
+# bound so a dead replica's run is taken over within seconds; a lease longer than that (the
+# orphan sweep settles a turn whose lease lapsed, and the takeover must come first); two
+# attempts, so "attempts used up" needs only two kills.
+ENV = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.02", "AGENTCHAT_AGENT_LEASE_S": "15",
+       "AGENTCHAT_AGENT_RUN_HEARTBEAT_S": "0.5", "AGENTCHAT_AGENT_RUN_LOST_S": "2",
+       "AGENTCHAT_AGENT_RUN_TAKEOVER_POLL_S": "0.25", "AGENTCHAT_AGENT_RUN_MAX_ATTEMPTS": "2"}
+LONG = "привет and echo 80 words"
+BOUND_S = 45.0
+LATENCIES: dict[str, list[float]] = {"sigkill": [], "drain": []}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
+          migrated_template: str) -> Iterator[Stack]:
+    url = create_database(pg_server, template=migrated_template)
+    try:
+        with running_stack(tmp_path_factory.mktemp("takeover"), url,
+                           AGENTCHAT_AGENT_REPLICA="survivor", **ENV) as s:
+            yield s
+    finally:
+        drop_database(pg_server, url)
+        for kind, got in LATENCIES.items():
+            if got:
+                print(f"\ntakeover latency {kind}: n={len(got)} "
+                      f"p50={statistics.median(got):.2f}s max={max(got):.2f}s")
+
+
+def victim(stack: Stack, name: str, **env: str) -> Service:
+    return stack.start_agent(**{**ENV, "AGENTCHAT_AGENT_REPLICA": name, **env})
+
+
+def join_message(cid: str, run_id: str, last_seq: int) -> dict[str, Any]:
+    return {"text": "", "files": [], "action": "join", "conversation_id": cid,
+            "run_id": run_id, "last_seq": last_seq}
+
+
+async def _join(agent: Service, token: str, cid: str, run_id: str, last_seq: int,
+                on_event: Any = None) -> Outcome:
+    async with httpx.AsyncClient() as http:
+        return await RawChat(agent.url, token, http).submit(
+            join_message(cid, run_id, last_seq), timeout=BOUND_S, on_event=on_event)
+
+
+JS = Path(__file__).resolve().parents[1] / "js"
+
+
+async def _js_join(stack: Stack, agent: Service, token: str, cid: str, run_id: str,
+                   last_seq: int, on_event: Any = None) -> Outcome:
+    """The same join with the real @gradio/client (tests/js/join_child.mjs), as a tab does."""
+    if not (JS / "node_modules" / "@gradio" / "client").exists():
+        await asyncio.to_thread(subprocess.run, ["npm", "ci", "--no-audit", "--no-fund",
+                                                 "--loglevel=error"], cwd=JS, check=True)
+    child = await asyncio.create_subprocess_exec(
+        "node", "join_child.mjs", agent.url + "/api/agent/gradio/", token, cid, run_id,
+        str(last_seq), cwd=JS, env=stack.node_env(), stdout=asyncio.subprocess.PIPE)
+    out = Outcome()
+    assert child.stdout is not None
+    async with asyncio.timeout(BOUND_S):
+        async for line in child.stdout:
+            out.events.append(json.loads(line))
+            if on_event is not None:
+                on_event(out)
+        await child.wait()
+    assert child.returncode == 0
+    return out
+
+
+def seqs(out: Outcome) -> list[int]:
+    return [int(e["metadata"]["seq"]) for e in out.events]
+
+
+def run_row(stack: Stack, run_id: str) -> dict[str, Any]:
+    return rows(stack.database_url, "SELECT status, replica, epoch, attempt, resumed_after,"
+                " resume_token IS NULL AS token_cleared FROM runs WHERE id=%s", run_id)[0]
+
+
+def assert_resumed(stack: Stack, joined: Outcome, run_id: str, seen: int, token: str,
+                   cid: str) -> dict[str, Any]:
+    """The join's stream: run_resumed (attempt 2) at after_seq + 1, contiguous seq under the
+    same run_id, the answer starting again, a final equal to what history stores."""
+    assert joined.kind == "final", joined.types()
+    resumed = joined.of("run_resumed")
+    assert len(resumed) == 1, joined.types()
+    meta = resumed[0]
+    assert meta["attempt"] == 2 and meta["run_id"] == run_id
+    after = int(meta["after_seq"])
+    assert meta["seq"] == after + 1
+    got = seqs(joined)
+    # The stored events the client had not seen, then the new attempt's: no gap, no repeat.
+    assert got == list(range(min(seen, after) + 1, min(seen, after) + 1 + len(got))), got
+    assert {e["metadata"]["run_id"] for e in joined.events} == {run_id}
+    start = got.index(after + 1)
+    assert joined.events[start]["content"] == ""  # the client clears the run's partial text
+    items = history_items(stack.agent, token, cid)
+    assert joined.events[-1]["content"] == [m for m in items
+                                            if m["role"] == "assistant"][-1]["content"]
+    row = run_row(stack, run_id)
+    assert row["status"] == "completed" and row["attempt"] == 2 and row["epoch"] >= 2
+    assert row["resumed_after"] == after and row["token_cleared"] is True
+    return meta
+
+
+def test_sigkill_another_replica_goes_on_with_a_stream_and_a_confirmed_deploy(
+        stack: Stack) -> None:
+    """One replica dies with two runs: a paced answer after a few tokens, and a confirmed
+    deploy while the sandbox runs it (slowed there). Both go on elsewhere under their run_id;
+    the deploy ran once."""
+    stack.reset_sandbox()
+    doomed = victim(stack, "doomed")
+    alice = stack.token("alice")
+    try:
+        tab = "tab-" + uuid.uuid4().hex
+        card = say(doomed, alice, {"text": "задеплой дашборд 42 в прод", "files": [],
+                                   "tab_id": tab})
+        assert card.kind == "confirm_required", card.types()
+        deploy_cid, key = str(card.conversation_id), card.last["confirm_id"]
+        # The next deploy waits 2 s in the sandbox: in flight when its replica is killed.
+        stack.fault(operation="deploy_dashboard", delay_s=2)
+        in_sandbox = threading.Event()
+        killed: dict[str, float] = {}
+
+        def deploy_reached_the_sandbox(out: Outcome) -> None:
+            if out.of("tool_start") and not in_sandbox.is_set():
+                threading.Timer(0.3, in_sandbox.set).start()
+
+        def kill_after_tokens(out: Outcome) -> None:
+            if len(out.of("stream_token")) >= 4 and in_sandbox.is_set() and not killed:
+                doomed.stop(signal.SIGKILL)
+                killed["at"] = time.monotonic()
+
+        confirmed: dict[str, Outcome] = {}
+        confirm = threading.Thread(target=lambda: confirmed.setdefault("out", say(
+            doomed, alice, {"text": "__resume__", "files": [], "tab_id": tab}, "confirm",
+            deploy_cid, on_event=deploy_reached_the_sandbox, timeout=BOUND_S)))
+        confirm.start()
+        assert in_sandbox.wait(BOUND_S)
+        first = say(doomed, alice, LONG, on_event=kill_after_tokens, timeout=BOUND_S)
+        confirm.join(BOUND_S)
+        assert first.kind == "dropped" and killed, first.types()
+        deploy = confirmed["out"]
+        assert deploy.kind == "dropped" and deploy.of("tool_start"), deploy.types()
+        resumed_at: dict[str, float] = {}
+
+        def at_resumed(name: str) -> Any:
+            def on_event(out: Outcome) -> None:
+                if out.of("run_resumed") and name not in resumed_at:
+                    resumed_at[name] = time.monotonic()
+            return on_event
+
+        async def both() -> tuple[Outcome, Outcome]:
+            # The clients reconnect to the survivor with what they saw (perhaps more than
+            # was stored).
+            return await asyncio.gather(
+                _js_join(stack, stack.agent, alice, str(first.conversation_id),
+                         first.last["run_id"], int(first.last["seq"]), at_resumed("stream")),
+                _join(stack.agent, alice, deploy_cid, deploy.last["run_id"],
+                      int(deploy.last["seq"]), at_resumed("deploy")))
+
+        streamed, deployed = asyncio.run(both())
+        assert_resumed(stack, streamed, first.last["run_id"], int(first.last["seq"]), alice,
+                       str(first.conversation_id))
+        assert_resumed(stack, deployed, deploy.last["run_id"], int(deploy.last["seq"]), alice,
+                       deploy_cid)
+        assert deployed.of("tool_end"), deployed.types()
+        for name in ("stream", "deploy"):
+            took = resumed_at[name] - killed["at"]
+            LATENCIES["sigkill"].append(took)
+            assert took <= 2 + 5, f"takeover p99 bound: RUN_LOST_S + 5 s ({took:.1f} s)"
+        for run_id in (first.last["run_id"], deploy.last["run_id"]):
+            assert run_row(stack, run_id)["replica"] == "survivor"
+        time.sleep(1.0)  # the killed replica's request, still in the sandbox, has landed
+        assert len(audit_ok(stack, operation="deploy_dashboard", idempotency_key=key)) == 1
+        turns = rows(stack.database_url, "SELECT status FROM turns WHERE conversation_id=%s",
+                     deploy_cid)
+        assert [t["status"] for t in turns] == ["completed"]
+    finally:
+        doomed.kill()
+
+
+def test_sigterm_hands_a_run_outliving_the_drain_over_within_2_s(stack: Stack) -> None:
+    leaving = victim(stack, "leaving", AGENTCHAT_AGENT_DRAIN_S="0.5")
+    try:
+        alice = stack.token("alice")
+        first = say(leaving, alice, "привет and echo 100 words", drop_after=3)
+        cid, run_id = str(first.conversation_id), str(first.last["run_id"])
+        leaving.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        wait_for(lambda: leaving.proc.poll() is not None,  # type: ignore[union-attr]
+                 "the replica exits after its drain", BOUND_S, pause=0.02)
+        exited = time.monotonic()
+        wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM run_events WHERE run_id=%s"
+                              " AND event->'metadata'->>'type' = 'run_resumed'", run_id),
+                 "run_resumed stored", BOUND_S, pause=0.02)
+        took = time.monotonic() - exited
+        LATENCIES["drain"].append(took)
+        assert took <= 2.0, f"resumed {took:.2f} s after the drain"
+        joined = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
+        assert_resumed(stack, joined, run_id, int(first.last["seq"]), alice, cid)
+    finally:
+        leaving.kill()
+
+
+@pytest.fixture(scope="module")
+def paused(stack: Stack) -> Iterator[Service]:
+    """A replica the tests pause (SIGSTOP) and revive."""
+    svc = victim(stack, "paused")
+    try:
+        yield svc
+    finally:
+        svc.kill()
+
+
+def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service) -> None:
+    alice = stack.token("alice")
+    # Long enough to be still running when the replica is paused, on a loaded machine too.
+    first = say(paused, alice, "привет and echo 200 words", drop_after=3)
+    cid, run_id = str(first.conversation_id), str(first.last["run_id"])
+    os_pid = paused.proc.pid  # type: ignore[union-attr]
+    paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        wait_for(lambda: run_row(stack, run_id)["replica"] not in ("paused", ""),
+                 "the takeover", BOUND_S, pause=0.1)
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    joined = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
+    meta = assert_resumed(stack, joined, run_id, int(first.last["seq"]), alice, cid)
+    time.sleep(1.5)  # the revived replica's writer and turn have run by now
+    assert paused.proc.poll() is None, f"the revived replica {os_pid} lives on"
+    stored = rows(stack.database_url, "SELECT seq, event FROM run_events WHERE run_id=%s"
+                  " AND seq > %s ORDER BY seq", run_id, meta["after_seq"])
+    assert [r["seq"] for r in stored] == [e["metadata"]["seq"] for e in joined.events
+                                          if e["metadata"]["seq"] > meta["after_seq"]]
+    assert [r["event"]["metadata"].get("type", "final") for r in stored] == joined.types()[
+        -len(stored):]
+    answers = rows(stack.database_url, "SELECT content FROM messages WHERE"
+                   " conversation_id=%s AND role='assistant'", cid)
+    assert [a["content"] for a in answers] == [joined.events[-1]["content"]]
+    row = run_row(stack, run_id)
+    assert row["replica"] != "paused" and row["status"] == "completed"
+
+
+def test_attempts_used_up_end_run_lost_with_the_reason(stack: Stack, paused: Service) -> None:
+    """Every replica that takes the run stops (SIGSTOP: to the others, as dead as a kill):
+    the paused replica's run goes to the survivor (attempt 2 of 2), which stops too; the
+    first, revived, finds the run's attempts used up and ends it RUN_LOST."""
+    survivor = stack.agent
+    alice = stack.token("alice")
+    first = say(paused, alice, "привет and echo 200 words", drop_after=3)
+    cid, run_id = str(first.conversation_id), str(first.last["run_id"])
+    paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
+                 "the survivor's takeover", BOUND_S, pause=0.1)
+        survivor.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+        paused.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+        lost = asyncio.run(_join(paused, alice, cid, run_id, int(first.last["seq"])))
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+        survivor.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    assert lost.kind == "error" and lost.last["code"] == "RUN_LOST", lost.types()
+    assert lost.last["reason"] == "attempts_used_up" and lost.last["retryable"] is True
+    assert "исчерпаны" in lost.last["detail"]
+    row = run_row(stack, run_id)
+    assert row["status"] == "lost" and row["attempt"] == 2 and row["token_cleared"]
+    time.sleep(1.5)  # the revived survivor's turn and writer have run by now
+    assert rows(stack.database_url, "SELECT status, error_code FROM turns WHERE"
+                " conversation_id=%s", cid) == [{"status": "failed", "error_code": "RUN_LOST"}]
+    assert rows(stack.database_url, "SELECT count(*) AS n FROM messages WHERE"
+                " conversation_id=%s AND role='assistant'", cid) == [{"n": 0}]
+    last = rows(stack.database_url, "SELECT max(seq) AS seq FROM run_events WHERE run_id=%s",
+                run_id)[0]["seq"]
+    assert last == lost.last["seq"], "nothing stored after RUN_LOST"
