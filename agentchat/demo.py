@@ -120,8 +120,12 @@ def _run(args: argparse.Namespace) -> int:
            "AGENTCHAT_AGENT_POLICY_URL": f"http://127.0.0.1:{args.policy_port}",
            "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": base.get(
                "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S", "0.03"),
-           # A stop must end within 10 s: live turns get 2 s, then are marked lost.
-           "AGENTCHAT_AGENT_DRAIN_S": base.get("AGENTCHAT_AGENT_DRAIN_S", "2")}
+           # A stop must end within 10 s: live turns get 2 s, then are marked lost. The demo
+           # is one replica: no other would take a released run over (docs/reliability.md,
+           # "Takeover (issue 33): a run survives its replica"), and its user token would wait
+           # in the database until the next start.
+           "AGENTCHAT_AGENT_DRAIN_S": base.get("AGENTCHAT_AGENT_DRAIN_S", "2"),
+           "AGENTCHAT_AGENT_RUN_TAKEOVER": base.get("AGENTCHAT_AGENT_RUN_TAKEOVER", "false")}
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     plan: list[tuple[str, list[str], str]] = [
         ("sandbox", ["sandbox", "--port", str(args.sandbox_port)],

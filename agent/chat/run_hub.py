@@ -81,9 +81,12 @@ class RunHub:
     def start(self, turn: Turn, kind: str, early: list[dict[str, Any]]) -> Run:
         """The run of a started turn: `early` events first (a card's resolution), then the
         turn's, coalesced."""
+        # Verified now: a run made this instant is ours (no replica can claim it before
+        # RUN_LOST_S without a heartbeat), so its turn's first records ask PostgreSQL nothing.
         run = Run(run_id=str(uuid.uuid4()), conversation_id=turn.conversation_id,
                   turn_id=turn.turn_id, tab_id=turn.tab, kind=kind,
-                  max_events=self.settings.run_events_max, token=turn.runtime.user_jwt)
+                  max_events=self.settings.run_events_max, token=turn.runtime.user_jwt,
+                  verified_at=time.monotonic())
         return self._launch(run, turn, early)
 
     def resume(self, turn: Turn, claimed: dict[str, Any]) -> Run:

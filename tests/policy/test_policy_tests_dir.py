@@ -154,7 +154,8 @@ def test_the_sidecar_runs_watches_and_enforces_the_tests_folder(
     first = _status(client)
     assert first["tests"] == {"passed": roles_cases, "failed": 0}
     assert first["tests_dir"] == str(tests) and first["tests_version"].startswith("..v")
-    assert {f["path"] for f in first["files"]} == {"model.conf", "policy.csv", "tests/roles.yaml"}
+    assert {f["path"] for f in first["files"]} == {"model.conf", "policy.csv", "approvals.yaml",
+                                               "tests/roles.yaml"}
     revision = first["policy_revision"]
     auditor = issuer.mint("ann", ["auditor"])
 

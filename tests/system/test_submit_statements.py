@@ -5,10 +5,10 @@ Sync or a simple query: a point where the agent waits for the server.
 The window runs from the submit to the turn's first tool call (`INSERT INTO tool_calls`).
 Left out: the graph's own statements (LangGraph's checkpoints, which a card's re-check reads
 too) and the run writer's (`runs`, `run_events`: one task per replica stores every run's
-events in batches, beside the turn, never on its path) and the approvals' notifier's (the
-outbox it polls), each as the whole transaction it is in; and the pool's check of a
-connection idle for 100 ms or more (an empty query, skipped under load: agentchat/db.py),
-counted apart.
+events in batches, beside the turn, never on its path), the approvals' notifier's (the
+outbox it polls) and the takeover poller's, each as the whole transaction it is in; and the
+pool's check of a connection idle for 100 ms or more (an empty query, skipped under load:
+agentchat/db.py), counted apart.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from testkit.reliability import say
 from testkit.stack import Stack
 
 # LangGraph's tables; the run writer's inserts and updates (a submit only reads `runs`); the
-# approvals' notifier (its own task, polling the outbox: agent/chat/notify.py).
+# approvals' notifier (its own task, polling the outbox: agent/chat/notify.py); the takeover
+# poller (its own task, looking for dead replicas' runs: agent/storage/takeovers.py).
 NOT_THE_SUBMITS = re.compile(r"\bcheckpoint\w*|\brun_events\b|\b(INSERT INTO|UPDATE) runs\b"
-                             r"|\bapproval_outbox\b", re.I)
+                             r"|\bapproval_outbox\b|'attempts_used_up'", re.I)
 TOOL_STARTS = re.compile(r"INSERT INTO tool_calls\b", re.I)
 GRAPH = re.compile(r"\bcheckpoint", re.I)
 

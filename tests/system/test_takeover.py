@@ -255,6 +255,9 @@ def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service
     first = say(paused, alice, "привет and echo 200 words", drop_after=3)
     cid, run_id = str(first.conversation_id), str(first.last["run_id"])
     os_pid = paused.proc.pid  # type: ignore[union-attr]
+    # A run the writer has not stored yet cannot be taken over: pause after its first batch.
+    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
+             "the run's row", BOUND_S, pause=0.05)
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
         wait_for(lambda: run_row(stack, run_id)["replica"] not in ("paused", ""),
@@ -286,6 +289,8 @@ def test_attempts_used_up_end_run_lost_with_the_reason(stack: Stack, paused: Ser
     alice = stack.token("alice")
     first = say(paused, alice, "привет and echo 200 words", drop_after=3)
     cid, run_id = str(first.conversation_id), str(first.last["run_id"])
+    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
+             "the run's row", BOUND_S, pause=0.05)
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
         wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
