@@ -415,3 +415,26 @@ def test_the_operator_never_migrates(cluster: KubeEmulator, operator_factory: An
     # Keys and token are unaffected (the other timer may report after the pruner).
     wait_for("Ready", lambda: conditions(cluster, "chat").get("Ready", {}).get(
         "status") == "True")
+
+
+async def test_a_conversation_with_branches_keeps_its_checkpoints(database_url: str) -> None:
+    """Issue 35: a branch is a fork of an older checkpoint, so compacting to the newest would
+    take every other branch with it. A forked conversation is marked compacted (not visited
+    again) and keeps every checkpoint; the others are compacted as before."""
+    pool, saver = await _open(database_url)
+    try:
+        async with pool.connection() as conn:
+            await seed(conn, saver)
+            # What an edit or a regenerate records on its conversation (storage/submits.py).
+            await conn.execute("UPDATE conversations SET forked_at = now() WHERE id = 'idle'")
+            before = await checkpoints(conn)
+            assert before["idle"] > 1 and before["expired-card"] > 1
+            report = await prune(pool, saver, RETENTION)
+            after = await checkpoints(conn)
+            assert after["idle"] == before["idle"]  # every branch's checkpoints kept
+            assert after["expired-card"] == 1  # an unforked one is compacted as before
+            again = await prune(pool, saver, RETENTION)
+            assert (again.threads_compacted, again.batches) == (0, 0)  # not visited again
+            assert report.threads_deleted == 2
+    finally:
+        await pool.close()
