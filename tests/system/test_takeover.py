@@ -251,8 +251,9 @@ def paused(stack: Stack) -> Iterator[Service]:
 
 def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service) -> None:
     alice = stack.token("alice")
-    # Long enough to be still running when the replica is paused, on a loaded machine too.
-    first = say(paused, alice, "привет and echo 200 words", drop_after=3)
+    # Long enough to be still running when the replica is paused, on a loaded machine too
+    # (200 words, ~4 s, had ended before the pause in a full suite run).
+    first = say(paused, alice, "привет and echo 600 words", drop_after=3)
     cid, run_id = str(first.conversation_id), str(first.last["run_id"])
     os_pid = paused.proc.pid  # type: ignore[union-attr]
     # A run the writer has not stored yet cannot be taken over: pause after its first batch.
@@ -260,6 +261,7 @@ def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service
              "the run's row", BOUND_S, pause=0.05)
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
+        assert run_row(stack, run_id)["status"] == "running", "the run ended before the pause"
         wait_for(lambda: run_row(stack, run_id)["replica"] not in ("paused", ""),
                  "the takeover", BOUND_S, pause=0.1)
     finally:
