@@ -42,15 +42,20 @@ def conversation_key(last_activity_at: datetime, conversation_id: str) -> str:
 
 
 def decode_conversation_key(cursor: str) -> tuple[datetime, str]:
-    key = _decode(CONVERSATIONS, cursor)
+    return _decode_time_key(CONVERSATIONS, cursor)
+
+
+def _decode_time_key(kind: str, cursor: str) -> tuple[datetime, str]:
+    """A (timestamp with a zone, id) key: conversations by activity, approvals by creation."""
+    key = _decode(kind, cursor)
     try:
-        ts, cid = key
-        if not isinstance(cid, str) or "\x00" in cid:
-            raise ValueError(cid)
+        ts, row_id = key
+        if not isinstance(row_id, str) or "\x00" in row_id:
+            raise ValueError(row_id)
         when = datetime.fromisoformat(ts)
         if when.tzinfo is None:
             raise ValueError(ts)
-        return when, cid
+        return when, row_id
     except (TypeError, ValueError):
         raise AgentChatError(ErrorCode.INVALID_REQUEST,
                              "the cursor is not one this list issued") from None
@@ -87,15 +92,4 @@ def approval_key(created_at: datetime, approval_id: str) -> str:
 
 
 def decode_approval_key(cursor: str) -> tuple[datetime, str]:
-    key = _decode(APPROVALS, cursor)
-    try:
-        ts, aid = key
-        if not isinstance(aid, str) or "\x00" in aid:
-            raise ValueError(aid)
-        when = datetime.fromisoformat(ts)
-        if when.tzinfo is None:
-            raise ValueError(ts)
-        return when, aid
-    except (TypeError, ValueError):
-        raise AgentChatError(ErrorCode.INVALID_REQUEST,
-                             "the cursor is not one this list issued") from None
+    return _decode_time_key(APPROVALS, cursor)
