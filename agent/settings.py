@@ -83,6 +83,11 @@ class AgentSettings(SelectionSettings):
     run_takeover: bool = True
     run_max_attempts: int = Field(default=3, ge=1)
     run_takeover_poll_s: float = Field(default=0.5, gt=0)
+    # The key that seals the user token a live run keeps for its takeover
+    # (agent/storage/sealing.py), or a file holding it (the operator's); unset: derived
+    # from `service_client_secret`.
+    resume_key: str | None = Field(default=None, min_length=32)
+    resume_key_file: Path | None = None
     # Joiners on another replica learn of new events by LISTEN on this direct connection
     # (default: the database URL); `join_listen=false` (e.g. behind a transaction-pooling
     # PgBouncer, where LISTEN does not work) polls every `join_poll_s` instead.

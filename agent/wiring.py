@@ -144,7 +144,7 @@ async def build_services(settings: AgentSettings) -> Services:
                                                 interval_s=settings.audit_prune_interval_s),
                             upload_expiry_s=settings.upload_expiry_s)
     sweeper.start()
-    takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts)
+    takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts, audit=audit)
     takeover.start()
     catalogs.start()
     notifications = Notifications(settings, pool, http, audit)

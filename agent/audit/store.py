@@ -21,12 +21,13 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.types.json import Jsonb
 
 from agentchat.agent.audit.chain import row_hash, timestamp
-from agentchat.agent.storage.db import Db, Row, connection, fetch_one
+from agentchat.agent.storage.db import Db, Row, connection, fetch_all, fetch_one
 
 # A one-key advisory lock (its own space: agentchat.db's locks take two keys or another value).
 AUDIT_LOCK = 0x41430003
-# `notification`: an approval's notification delivered (issue 34), on its call's record.
-STAGES = ("decision", "card", "answer", "execution", "not_run", "notification")
+# `notification`: an approval's notification delivered (issue 34), on its call's record;
+# `takeover`: the call was in flight when another replica took its run over (issue 33).
+STAGES = ("decision", "card", "answer", "execution", "not_run", "notification", "takeover")
 
 LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
 HEAD = "SELECT seq, hash, anchor_seq, anchor_hash, anchor_at, clock_timestamp() AS now " \
@@ -62,6 +63,17 @@ UPDATE audit_head SET seq = %(seq)s, hash = %(hash)s WHERE id
 CUT_END = """
 SELECT coalesce((SELECT min(seq) - 1 FROM audit_rows WHERE at >= %(before)s),
                 (SELECT max(seq) FROM audit_rows)) AS seq
+"""
+# A conversation's audited calls with neither an execution nor a not_run row: in flight (or
+# confirmed and not yet sent) when their run changed hands. Each call's newest decision.
+IN_FLIGHT = """
+SELECT DISTINCT ON (d.call_id) d.turn_id, d.call_id, d.tool, d.environment, d.args_hash
+  FROM audit_rows d
+ WHERE d.conversation_id = %(conversation_id)s AND d.stage = 'decision'
+   AND NOT EXISTS (SELECT 1 FROM audit_rows e
+                    WHERE e.conversation_id = d.conversation_id AND e.call_id = d.call_id
+                      AND e.stage IN ('execution', 'not_run'))
+ ORDER BY d.call_id, d.seq DESC
 """
 ROW_HASH = "SELECT hash FROM audit_rows WHERE seq = %(seq)s"
 ALLOW_CUT = "SELECT set_config('agentchat.audit_cut', 'on', true)"
@@ -205,6 +217,13 @@ async def last_decision(db: Db, conversation_id: str, call_id: str) -> Row | Non
     exactly when it has one or was refused before the sidecar."""
     return await fetch_one(db, LAST_DECISION, {"conversation_id": conversation_id,
                                                "call_id": call_id})
+
+
+async def in_flight(db: Db, conversation_id: str) -> list[CallRef]:
+    """The conversation's audited calls that have not ended (IN_FLIGHT)."""
+    rows = await fetch_all(db, IN_FLIGHT, {"conversation_id": conversation_id})
+    return [CallRef(conversation_id, str(r["turn_id"]), str(r["call_id"]), str(r["tool"]),
+                    r["environment"], str(r["args_hash"])) for r in rows]
 
 
 async def head(db: Db) -> Row:

@@ -12,6 +12,9 @@
 - execution: the tools node after the ss-tools call: idempotency_key, decision_id, outcome,
   replayed, attempts, duration_ms, error; outcome `cancelled` when the turn was stopped while
   the call ran (it may have run: ss-tools' audit says, by key or decision_id).
+- takeover: another replica took over the run while the call was in flight or confirmed and
+  not yet sent (issue 33): run_id, attempt, replica (the new owner), after_seq; the call then
+  has one execution, its request re-sent with the same idempotency key.
 - not_run: why it did not run (refused, denied, permission_denied, revoked, expired,
   halted, policy_unavailable) and a detail: the confirm, tools and policy nodes, card_answers.py.
 
@@ -96,6 +99,16 @@ class AuditTrail:
             return None
         return await ref_from_decision(db if db is not None else self.db, conversation_id,
                                        call_id)
+
+
+async def taken_over(trail: AuditTrail | None, *, conversation_id: str,
+                     detail: dict[str, Any]) -> int:
+    """A `takeover` row on each of the conversation's audited calls still in flight; how many."""
+    if trail is None or not trail.enabled:
+        return 0
+    calls = await store.in_flight(trail.db, conversation_id)
+    await trail.append([c.entry("takeover", detail) for c in calls])
+    return len(calls)
 
 
 async def ref_from_decision(db: Db, conversation_id: str, call_id: str) -> CallRef | None:

@@ -38,6 +38,7 @@ from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import runs as store
 from agentchat.agent.storage import takeovers
 from agentchat.agent.storage.db import Db
+from agentchat.agent.storage.sealing import TokenSeal
 from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent.chat.run_hub")
@@ -46,6 +47,8 @@ class RunHub:
 
     def __init__(self, *, settings: AgentSettings, pool: Db) -> None:
         self.settings = settings
+        self.seal = TokenSeal.of(settings.resume_key, settings.resume_key_file,
+                                 settings.service_client_secret)
         self.pool = pool
         self.replica = settings.replica or f"{socket.gethostname()}-{os.getpid()}"
         self.live: dict[str, Run] = {}
@@ -257,7 +260,8 @@ class RunHub:
         """Store what the writer has not yet stored, in one transaction."""
         runs = list(self.live.values())
         new = [store.RunRecord(r.run_id, r.conversation_id, r.turn_id, r.kind, r.tab_id,
-                               self.replica, r.token) for r in runs if not r.recorded]
+                               self.replica, self.seal.seal(r.token))
+               for r in runs if not r.recorded]
         progress, marks, bases = [], [], []
         for r in runs:
             last, done = r.last_seq, r.done

@@ -17,6 +17,7 @@ import contextlib
 import logging
 from typing import Any
 
+from agentchat.agent.audit.trail import AuditTrail, taken_over
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.metrics import TAKEOVER_SECONDS, TAKEOVERS
@@ -29,8 +30,9 @@ log = logging.getLogger("agentchat.agent.chat.takeover")
 
 class Takeover:
     def __init__(self, *, settings: AgentSettings, pool: Db, hub: RunHub,
-                 starts: TurnStarts) -> None:
+                 starts: TurnStarts, audit: AuditTrail | None = None) -> None:
         self.settings = settings
+        self.audit = audit
         self.pool = pool
         self.hub = hub
         self.starts = starts
@@ -67,7 +69,7 @@ class Takeover:
             last = await takeovers.turn_to_resume(self.pool, str(row["turn_id"]))
             if last is None or last["status"] != "running" or last["user_text"] is None:
                 raise LookupError("its turn is gone or settled")
-            turn = await self.starts.take_over(str(row["resume_token"]),
+            turn = await self.starts.take_over(self.hub.seal.open(str(row["resume_token"])),
                                                str(row["conversation_id"]),
                                                str(row["tab_id"]), last)
         except Exception:
@@ -76,11 +78,23 @@ class Takeover:
             with contextlib.suppress(Exception):
                 await self.hub.mark_lost([run_id], reason="unresumable")
             return
+        await self._audit(row)
         self.hub.resume(turn, row)
         TAKEOVERS.labels("resumed").inc()
         TAKEOVER_SECONDS.observe(float(row["unbeaten_s"] or 0.0))
         log.warning("took over run %s (attempt %s) after %.1f s without an owner", run_id,
                     row["attempt"], float(row["unbeaten_s"] or 0.0))
+
+    async def _audit(self, row: dict[str, Any]) -> None:
+        """A `takeover` row on each audited call the run had in flight, before the new attempt
+        re-sends it (so the record reads: takeover, then its one execution). A failed append
+        is logged, not fatal: the run going on matters more than this note on it."""
+        try:
+            await taken_over(self.audit, conversation_id=str(row["conversation_id"]), detail={
+                "run_id": str(row["id"]), "attempt": int(row["attempt"]),
+                "replica": self.hub.replica, "after_seq": int(row["last_seq"] or 0)})
+        except Exception:
+            log.exception("run %s: the takeover's audit rows were not appended", row["id"])
 
     async def _loop(self) -> None:
         while True:

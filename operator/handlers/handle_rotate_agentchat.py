@@ -22,6 +22,7 @@ keep verifying (`RingRecreated` Event).
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from dataclasses import replace
 from typing import Any
@@ -197,8 +198,13 @@ async def _pass(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
             subject=spec.service_token.subject, lifetime_s=spec.service_token.lifetime_seconds,
             now=now,
         )
-        await kube.write(owner, "Secret", names.service_token, {c.TOKEN_KEY: token},
-                         "service-token", token_seen)
+    seen_token_data = token_seen.data if token_seen else {}
+    if reason is not None or not seen_token_data.get(c.RESUME_KEY):
+        assert token is not None
+        resume_key = seen_token_data.get(c.RESUME_KEY) or secrets.token_urlsafe(48)
+        await kube.write(owner, "Secret", names.service_token,
+                         {c.TOKEN_KEY: token, c.RESUME_KEY: resume_key}, "service-token",
+                         token_seen)
     assert token is not None
     header, claims = read_claims(token) or ({}, {})
     refresh_at = claims["exp"] - spec.service_token.refresh_margin_seconds

@@ -99,6 +99,8 @@ def test_first_create_publishes_keys_and_token(cluster: KubeEmulator, operator_f
     assert cluster.config_map(NS, "chat-jwks") == {"jwks.json": jwks}
     assert "private_pem" not in jwks and "\"d\"" not in jwks
     token = cluster.secret(NS, "chat-service-token")["token"]
+    # Beside the token, the key that seals a live run's user token (agent/storage/sealing.py).
+    assert len(cluster.secret(NS, "chat-service-token")["resume-key"]) >= 48
     principal = verifier_for(jwks, tmp_path).verify(token)
     assert principal.sub == "agentchat-agent"
     assert principal.claims["aud"] == "ss-tools"
@@ -150,6 +152,7 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
     retired: dict[str, float] = {}
     old_token: str | None = None
     old_kid: str | None = None
+    resume_keys: set[str] = set()
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline and not retired:
         jwks_data = cluster.secret(NS, "chat-jwks")
@@ -163,6 +166,7 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
         kids = {k["kid"] for k in jwks["keys"]}
         ring = KeyRing.from_json(ring_data["signing-keys.json"])
         token_kid = json.loads(_b64d(token_data["token"].split(".")[0]))["kid"]
+        resume_keys.add(token_data["resume-key"])  # one key through every renewal
         for kid in kids:
             published.setdefault(kid, now)
         signing.setdefault(token_kid, now)
@@ -185,7 +189,7 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
             retired[old_kid] = now
         time.sleep(0.1)
     assert retired, "the previous key never left the JWKS"
-    assert len(signing) >= 2
+    assert len(signing) >= 2 and len(resume_keys) == 1
     first = min(published, key=published.get)  # type: ignore[arg-type]
     for kid, since in signing.items():
         if kid != first:

@@ -213,6 +213,19 @@ def test_sigkill_another_replica_goes_on_with_a_stream_and_a_confirmed_deploy(
         turns = rows(stack.database_url, "SELECT status FROM turns WHERE conversation_id=%s",
                      deploy_cid)
         assert [t["status"] for t in turns] == ["completed"]
+        # The agent's audit record of the deploy: the takeover (the run's new attempt, by
+        # the survivor) before its one execution.
+        resp = httpx.get(stack.agent.url + "/api/agent/audit", timeout=10,
+                         params={"conversation_id": deploy_cid},
+                         headers={"Authorization": f"Bearer {alice}"})
+        assert resp.status_code == 200, resp.text
+        [record] = resp.json()["items"]
+        stages = [s["stage"] for s in record["stages"]]
+        assert stages.count("takeover") == 1 and stages.count("execution") == 1, stages
+        assert stages.index("takeover") < stages.index("execution"), stages
+        moved = next(s["detail"] for s in record["stages"] if s["stage"] == "takeover")
+        assert moved["run_id"] == deploy.last["run_id"] and moved["attempt"] == 2
+        assert moved["replica"] == "survivor"
     finally:
         doomed.kill()
 
@@ -262,6 +275,11 @@ def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
         assert run_row(stack, run_id)["status"] == "running", "the run ended before the pause"
+        # The token the live run keeps for its takeover is sealed: a reader of the table
+        # (or of a backup) holds no bearer token (agent/storage/sealing.py).
+        kept = rows(stack.database_url, "SELECT resume_token FROM runs WHERE id=%s",
+                    run_id)[0]["resume_token"]
+        assert kept and alice not in kept and alice.split(".")[1] not in kept
         wait_for(lambda: run_row(stack, run_id)["replica"] not in ("paused", ""),
                  "the takeover", BOUND_S, pause=0.1)
     finally:
