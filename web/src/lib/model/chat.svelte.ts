@@ -13,7 +13,8 @@
  * of the model and its non-reactive state (`Inner`, machine.ts, with the options and the
  * transitions all share):
  *   stream.ts    a submit read to its end, and every event's transition (the reducer), the
- *                error event, the stream lost without its last event
+ *                error event, the stream lost without its last event; after a final, history's
+ *                ids onto the turn shown (history.ts's adoptStored)
  *   clock.ts     the tick: card expiry, the watchdog, the reconnect countdown and reconnect
  *                (a rejoin or a history reload), the idle poll and /active's multi-tab gate
  *   branches.ts  edit, regenerate (a fork) and the picker's switch

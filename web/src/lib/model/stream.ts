@@ -3,11 +3,13 @@
  * that ends without its last event (`lost`: the reconnect in clock.ts takes it from there).
  *
  *   run(payload) ─ for await ─▶ onStreamData(event) ─▶ the answer's parts, state, error
+ *                                  └─ final ─▶ refreshStored(): history's ids on the items shown
  */
 
 import { cardFrom } from "./cards.js";
 import type { ChatModel } from "./chat.svelte.js";
-import { type Current, type Inner, disconnected } from "./machine.js";
+import { adoptStored } from "./history.js";
+import { type Current, type Inner, deadline, disconnected, HANG_MS, HISTORY_PAGE } from "./machine.js";
 import { appendText, dropTurn, finalText, findCard, newTool, pendingCards, upsertTool } from "./parts.js";
 import type { AssistantItem, ChatEvent, ChatPayload } from "./types.js";
 
@@ -137,8 +139,26 @@ export function onStreamData(model: ChatModel, k: Inner, ev: ChatEvent, cur: Cur
       if (cur.deniedAlternatives) item.parts.push({ kind: "alternatives", alternatives: cur.deniedAlternatives });
       model.state = "idle";
       k.o.onConversationsChanged?.();
-      // A fork's answer: history has the new branch's ids and its alternatives.
+      // A fork's answer: history has the new branch's ids and its alternatives. Any other:
+      // the turn's ids, quietly (issue 35: its edit and regenerate buttons without a reload).
       if (cur.kind === "fork" && model.conversationId) void model.openConversation(model.conversationId);
+      else if (typeof m.message_id === "string") void refreshStored(model, k, cur, m.message_id);
+  }
+}
+
+/** History's newest page after a turn's final, read quietly: no loading state, the items stay
+ * (only what `adoptStored` matches gains its stored id and buttons). A page that comes back
+ * after the view moved on (another conversation, a new submit) is dropped. */
+async function refreshStored(model: ChatModel, k: Inner, cur: Current, answerId: string): Promise<void> {
+  const cid = model.conversationId;
+  const lastId = model.items.at(-1)?.id;
+  if (!cid) return;
+  try {
+    const page = await deadline(k.o.rest.history(cid, HISTORY_PAGE), 3 * HANG_MS);
+    if (model.conversationId !== cid || k.cur && k.cur !== cur || model.items.at(-1)?.id !== lastId) return;
+    adoptStored(model.items, page.items, answerId);
+  } catch {
+    // the buttons come with the next load of history
   }
 }
 
