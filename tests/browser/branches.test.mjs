@@ -1,6 +1,7 @@
-// Issue 35, edit and regenerate, in headless Chromium against the real stack: a stored user
-// message edited in place, the `‹ 2/2 ›` picker flipped back by keyboard alone, the last answer
-// regenerated (`3/3`). Each new state: a screenshot, axe-core (0 serious or critical), no CSP
+// Issue 35, edit and regenerate, in headless Chromium against the real stack: a message just
+// sent has its edit and regenerate buttons without a reload, and its answer regenerated there
+// (`2/2`); reopened, a stored user message edited in place (`3/3`), the picker flipped back by
+// keyboard alone, the last answer regenerated (`4/4`). Each new state: a screenshot, axe-core (0 serious or critical), no CSP
 // violation. Found by role and accessible name, as panel.test.mjs does.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -29,14 +30,23 @@ async function send(p, text) {
   await idle(p);
 }
 
-test("Branches: edit a stored message, flip the versions by keyboard, regenerate the answer", async () => {
+test("Branches: regenerate a message just sent, edit a stored one, flip the versions by keyboard, regenerate", async () => {
   const p = await openPage(browser, AGENT + "/api/agent/ui/", { clock: false });
   await p.getByRole("region", { name: "AgentChat" }).waitFor(WAIT);
   await p.getByRole("combobox", { name: "Демо-пользователь" }).selectOption("alice");
   await dot(p, "Подключено").waitFor(WAIT);
   const tag = `ветки ${Date.now()}`;
   await send(p, `${tag} привет and echo 3 words`);
+  // Sent in this view, no reload: once the turn is stored its buttons come (history read quietly).
+  await you(p).nth(0).getByRole("button", { name: "Изменить сообщение" }).waitFor(WAIT);
+  await assistant(p).last().getByRole("button", { name: "Ответить заново" }).waitFor(WAIT);
   await send(p, "привет and echo 5 words");
+  await you(p).nth(1).getByRole("button", { name: "Изменить сообщение" }).waitFor(WAIT);
+  await assistant(p).last().getByRole("button", { name: "Ответить заново" }).click();
+  await until("two versions", async () => (await p.getByLabel("Версия 2 из 2").count()) === 1);
+  await idle(p);
+  assert.match(await assistant(p).last().innerText(), /w4/);
+  await checkState(p, "b00-regenerated-in-view");
   // Reopened from the list, its messages are stored: each can be edited or answered again.
   await p.getByRole("list", { name: "Список диалогов" })
     .getByRole("button", { name: `${tag} привет and echo 3 words`, exact: true }).click();
@@ -50,9 +60,8 @@ test("Branches: edit a stored message, flip the versions by keyboard, regenerate
   await box.fill("привет and echo 7 words");
   await p.getByRole("button", { name: "Отправить изменённое" }).click();
   const versions = p.getByRole("group", { name: "Версии сообщения" });
-  await versions.waitFor(WAIT);
+  await until("three versions", async () => (await p.getByLabel("Версия 3 из 3").count()) === 1);
   await idle(p);
-  assert.equal(await versions.getByLabel("Версия 2 из 2").count(), 1);
   assert.match(await assistant(p).last().innerText(), /w6/);
   await checkState(p, "b02-edited");
 
@@ -64,12 +73,12 @@ test("Branches: edit a stored message, flip the versions by keyboard, regenerate
   await p.keyboard.press("Shift+Tab");
   assert.equal(await prev.evaluate((el) => el === document.activeElement), true, "reachable by Tab");
   await p.keyboard.press("Enter");
-  await until("the old branch", async () => (await p.getByLabel("Версия 1 из 2").count()) === 1);
+  await until("the regenerated branch", async () => (await p.getByLabel("Версия 2 из 3").count()) === 1);
   assert.match(await assistant(p).last().innerText(), /w4/);
   assert.equal(await you(p).nth(1).innerText().then((t) => t.includes("echo 5 words")), true);
 
   await assistant(p).last().getByRole("button", { name: "Ответить заново" }).click();
-  await until("three versions", async () => (await p.getByLabel("Версия 3 из 3").count()) === 1);
+  await until("four versions", async () => (await p.getByLabel("Версия 4 из 4").count()) === 1);
   await idle(p);
   assert.match(await assistant(p).last().innerText(), /w4/);
   await checkState(p, "b03-regenerated");

@@ -2,7 +2,7 @@
 // stack (tests/record/). Each test names the transition it proves.
 import { describe, expect, it, vi } from "vitest";
 import { ChatModel } from "../src/lib/model/chat.svelte.js";
-import type { AssistantItem, StreamMessage, TextView, ToolView } from "../src/lib/model/types.js";
+import type { AssistantItem, HistoryMessage, StreamMessage, TextView, ToolView } from "../src/lib/model/types.js";
 import { fixture, unreachable, type Fixture } from "./fake.js";
 import { settle, useModel } from "./harness.js";
 
@@ -123,6 +123,34 @@ describe("idle → streaming → idle", () => {
     h.model.send("ещё раз");
     await settle();
     expect(h.transport.payloads[1]!.conversation_id).toBe(dataOf(f)[0]!.metadata.conversation_id);
+  });
+
+  it("a turn's final: its items take history's ids quietly (edit, regenerate, picker without a reload)", async () => {
+    const f = await fixture("happy");
+    const fin = dataOf(f).at(-1)!.metadata;
+    const cid = String(fin.conversation_id);
+    const stored = (id: string, role: "user" | "assistant", content: string): HistoryMessage => ({
+      id, role, content, conversation_id: cid, turn_id: "t", partial: false, created_at: "",
+      tool_calls: [], confirmations: [], siblings: role === "user" ? { index: 0, count: 1, ids: [id] } : null,
+    });
+    h.rest.historyPage = { items: [stored("m-1", "user", "привет"), stored(String(fin.message_id), "assistant", "…")], next_cursor: null };
+    const second = structuredClone(msgs(f));
+    const final = second.filter((m) => m.type === "data").at(-1) as { data: { metadata: Record<string, unknown> }[] };
+    final.data[0]!.metadata.message_id = "m-4";
+    h.transport.queue({ messages: msgs(f) }, { messages: second });
+    await h.started();
+    h.model.send("привет");
+    const shown = h.model.items.slice();
+    await settle();
+    expect(h.rest.calls).toContain(`history ${cid}`);
+    expect(h.model.state).toBe("idle");
+    expect(h.model.items.map((i) => [i.id, i.stored])).toEqual([["m-1", true], [fin.message_id, true]]);
+    expect(h.model.items[0]).toMatchObject({ siblings: { count: 1 } });
+    h.model.items.forEach((it, i) => expect(it).toBe(shown[i])); // the same items, adopted in place
+    // A page that does not end with this turn's answer (older than it) lends nothing.
+    h.model.send("ещё раз");
+    await settle();
+    expect(h.model.items.map((i) => i.stored)).toEqual([true, true, undefined, undefined]);
   });
 
   it("streaming ──[submission.cancel()]──→ idle (partial): Stop keeps the text", async () => {

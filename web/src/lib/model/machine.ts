@@ -1,0 +1,141 @@
+/** What the state machine's modules share (chat.svelte.ts draws the split): the options, the
+ * non-reactive part of the machine (`Inner`: what the view never reads), and the few
+ * transitions every module takes (`disconnected`, a new answer item, the /chat payloads).
+ *
+ * The reactive part is ChatModel's `$state` fields: the modules read and write them on the
+ * model itself (a `$state` field is an accessor, so a write from here is seen by the view).
+ */
+
+import type { Limits } from "./attachments.svelte.js";
+import type { ChatModel } from "./chat.svelte.js";
+import type { AlternativesView, AssistantItem, ChatPayload, Item, Rest, Submission, Transport, Uploader } from "./types.js";
+import type { Lang } from "../i18n.js";
+
+export interface ModelOptions {
+  transport: Transport;
+  rest: Rest;
+  tabId: string;
+  lang: Lang;
+  envId?: string | null;
+  uicontext?: Record<string, unknown> | null;
+  /** docs/ux.md: retry 5 × 5 s, then manual. */
+  reconnectAttempts?: number;
+  reconnectDelayS?: number;
+  /** A dangerous card's Confirm is armed this long after it arrives. */
+  armS?: number;
+  /** The idle poll (/active for the multi-tab gate, else a liveness probe), in ticks of 1 s. */
+  pollEveryS?: number;
+  /** Told when a turn ends or the list may have changed (the conversation list reloads). */
+  onConversationsChanged?: () => void;
+  /** Where this tab keeps the ids of the runs it started, so a reloaded tab (same tab_id, so
+   * the same lease) does not take its own lease for another tab's. */
+  ownRuns?: { load(): string[]; save(ids: string[]): void };
+  /** The agent's /chat heartbeat (docs/protocol.md §2, `config.json`'s `heartbeat_s`): a
+   * stream silent for two of them is a lost connection, rejoined. 0: no watchdog. */
+  heartbeatS?: number;
+  /** The upload route (upload.ts); without it the panel offers no attachments. */
+  upload?: Uploader | null;
+  limits?: Limits;
+}
+
+/** The options with their defaults filled in. */
+export type Options = Required<Omit<ModelOptions, "envId" | "uicontext" | "onConversationsChanged" | "ownRuns" | "upload" | "limits">> & ModelOptions;
+
+export function withDefaults(opts: ModelOptions): Options {
+  return { reconnectAttempts: 5, reconnectDelayS: 5, armS: 10, pollEveryS: 5, heartbeatS: 15, ...opts };
+}
+
+/** History loads this many messages a page (docs/protocol.md §9, at most 100). */
+export const HISTORY_PAGE = 50;
+
+/** A connect or poll that neither answers nor fails (a half-open connection) must not hold the
+ * machine: after this long it counts as failed. */
+export const HANG_MS = 10_000;
+
+export function deadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error("no answer")), ms);
+    p.then((v) => { clearTimeout(t); resolve(v); }, (e: unknown) => { clearTimeout(t); reject(e); });
+  });
+}
+
+/** One submit being read. */
+export interface Current {
+  kind: "message" | "resume" | "retry" | "join" | "fork";
+  item: AssistantItem;
+  text: string; // the user's text of a new message (back to the input when refused)
+  runId: string | null;
+  lastSeq: number;
+  nullSeq: number; // seq of events without a run (errors before one exists), for the repeat
+  attempt?: number; // the run's attempt as last seen (`run_resumed`: another replica took it over)
+  terminal: boolean;
+  cancelled: boolean;
+  deniedAlternatives: AlternativesView["alternatives"] | null;
+  sub: Submission | null;
+}
+
+/** What to rejoin after a reconnect. */
+export interface Rejoin {
+  runId: string;
+  lastSeq: number;
+  conversationId: string;
+  item: AssistantItem;
+}
+
+/** The machine's non-reactive state, one object shared by its modules (ChatModel keeps it
+ * private: the view never reads it). */
+export interface Inner {
+  readonly o: Options;
+  /** The submit being read (stream.ts), null when none. */
+  cur: Current | null;
+  /** When the stream last said anything: the clock's watchdog (clock.ts). */
+  lastDataAt: number;
+  /** What a reconnect follows: a run to rejoin, or history to reload (clock.ts). */
+  rejoin: Rejoin | null;
+  reloadAfterReconnect: boolean;
+  /** The runs this tab started (its own lease is not another tab's, clock.ts). */
+  readonly ownRuns: Set<string>;
+  /** The items before an edit or a regenerate, put back when it is refused before a run. */
+  beforeFork: Item[] | null;
+}
+
+export function inner(o: Options): Inner {
+  return {
+    o, cur: null, lastDataAt: 0, rejoin: null, reloadAfterReconnect: false,
+    ownRuns: new Set(o.ownRuns?.load() ?? []), beforeFork: null,
+  };
+}
+
+let nextId = 0;
+/** A local id for an item not (yet) known to be stored. */
+export const localId = (p: string): string => `${p}-${++nextId}`;
+
+/** The connection is gone: the countdown of the first reconnect starts (clock.ts). */
+export function disconnected(m: ChatModel, k: Inner): void {
+  m.connection = "disconnected";
+  m.state = "disconnected";
+  m.reconnect = { attempt: 1, secondsLeft: k.o.reconnectDelayS };
+}
+
+/** Push an assistant item and return the reactive proxy the array holds. */
+export function newAssistant(m: ChatModel): AssistantItem {
+  m.items.push({ kind: "assistant", id: localId("a"), parts: [], partial: false });
+  return m.items[m.items.length - 1] as AssistantItem;
+}
+
+export function payload(m: ChatModel, k: Inner, text: string, action: ChatPayload["action"]): ChatPayload {
+  return {
+    message: { text, files: [], tab_id: k.o.tabId },
+    action,
+    conversation_id: m.conversationId,
+    uicontext: action === null && k.o.uicontext ? JSON.stringify(k.o.uicontext) : null,
+    env_id: k.o.envId ?? null,
+  };
+}
+
+export function joinPayload(k: Inner, runId: string, lastSeq: number, conversationId: string): ChatPayload {
+  return {
+    message: { text: "", files: [], tab_id: k.o.tabId, run_id: runId, last_seq: lastSeq },
+    action: "join", conversation_id: conversationId, uicontext: null, env_id: null,
+  };
+}
