@@ -1,11 +1,10 @@
 /** The approvals pages' words (issue 34), Russian and English, beside the panel's own
- * (lib/i18n.ts: demoUser, risk, env). Server text (prompts, titles) is shown as sent. */
+ * (lib/i18n.ts: approvals, demoUser, risk, env). Server text (prompts, titles) is shown as sent. */
 
 import type { Lang } from "../../lib/i18n.js";
 import type { ApprovalsStatus } from "../route.js";
 
 const ru = {
-  inbox: "Одобрения",
   backToChat: "К чату",
   backToInbox: "Все одобрения",
   show: "Показать",
@@ -62,7 +61,6 @@ const ru = {
 export type PageWords = typeof ru;
 
 const en: PageWords = {
-  inbox: "Approvals",
   backToChat: "Back to the chat",
   backToInbox: "All approvals",
   show: "Show",
