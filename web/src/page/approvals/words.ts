@@ -88,7 +88,7 @@ const en: PageWords = {
   decided: (who, d) => `${who}: ${d === "approve" ? "approved" : "denied"}`,
   yourAnswer: "Your answer",
   comment: "Comment (optional)",
-  grant: (max) => `Let the same calls run without approval for minutes (up to ${max}; empty: no)`,
+  grant: (max) => `Let the same calls run without approval for this many minutes (at most ${max}; empty: no)`,
   approve: "Approve",
   deny: "Deny",
   sending: "Sending…",
