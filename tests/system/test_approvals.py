@@ -12,6 +12,8 @@ PostgreSQL, the offline model, the REST API as an approver's client would call i
   a call on another object; revoked, it stops covering at once.
 - The inbox: pending, answered and expired lists, never one's own requests, keyset pages; one
   approval with its context.
+- The panel's approvals pages (approvals/, approvals/{id}) are its index.html with its CSP; in
+  Chromium the requester's card links to its page, the approver answers there.
 - Notifications: a real HTTP receiver gets the signed webhook of a request, an answer, an
   escalation and an expiry; down for a while, it gets them after it comes back, once per
   notification id; a real SMTP server (aiosmtpd) gets the e-mail with the link.
@@ -498,6 +500,28 @@ def test_the_panel_shows_waiting_for_approval_and_offers_only_cancel(
         cwd=ROOT / "tests" / "browser", capture_output=True, text=True, timeout=180,
         env={**stack.node_env(), "CHROMIUM": str(chromium), "PAGE_SHOTS": str(tmp_path)})
     assert out.returncode == 0, out.stdout[-8000:] + out.stderr[-3000:]
+
+
+def test_the_approvals_pages_are_the_panel_with_its_csp(stack: Stack) -> None:
+    """approvals/ and approvals/{id} (the card's approve_url) serve the panel's index.html with
+    its CSP, its assets one folder up; any other path under approvals/ is a 404."""
+    ui = f"{stack.agent.url}/api/agent/ui/"
+    root = httpx.get(ui, timeout=30)
+    assert root.status_code == 200, root.text
+    for path in ("approvals/", "approvals/0b6e1c52-4f0a-4d59-9b52-2f1c3a7e9d10"):
+        page = httpx.get(ui + path, timeout=30)
+        assert page.status_code == 200, (path, page.text)
+        assert page.headers["content-security-policy"] == root.headers["content-security-policy"]
+        assert "base-uri 'none'" in page.headers["content-security-policy"]
+        assert page.headers["cache-control"] == "no-store"
+        assert page.text == root.text.replace('="./assets/', '="../assets/')
+        asset = page.text.split('src="../')[1].split('"')[0]
+        assert httpx.get(ui + asset, timeout=30).status_code == 200
+    moved = httpx.get(ui + "approvals", timeout=30)
+    assert (moved.status_code, moved.headers["location"]) == (308, "approvals/")
+    for bad in ("approvals/a%20b", "approvals/" + "a" * 65, "approvals/x/y", "approvals/x.js",
+                "approvals/assets/index.js"):
+        assert httpx.get(ui + bad, timeout=30).status_code == 404, bad
 
 
 def test_the_shipped_policy_makes_prod_deploys_migrations_and_deletes_other() -> None:

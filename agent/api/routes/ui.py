@@ -2,6 +2,8 @@
 the demo users' tokens.
 
     GET  /api/agent/ui/             index.html (never cached) with a Content-Security-Policy
+    GET  /api/agent/ui/approvals/   the same page, showing the approvals inbox (issue 34)
+    GET  /api/agent/ui/approvals/{id}  the same page, showing one approval (a card's approve_url)
     GET  /api/agent/ui/assets/...   Vite's content-hashed files (cached for a year, immutable)
     GET  /api/agent/ui/config.json  where the page finds the agent, and the demo users in dev
     POST /api/agent/ui/dev/token    {"user": "alice"} -> {"token": ...}; dev only, 404 otherwise
@@ -23,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.deps import ServicesDep
+from agentchat.agent.chat.approvals import APPROVAL_ID
 from agentchat.agent.csp import content_security_policy
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode
@@ -66,21 +69,58 @@ def _security_headers(response: Response) -> Response:
 
 @router.get("")
 async def ui_root(services: ServicesDep) -> Response:
-    """The page's asset URLs are relative: it must be loaded with its trailing slash. The
-    relative Location keeps whatever host and scheme the browser used (a proxy in front)."""
-    root = _built(services.settings)
-    if isinstance(root, Response):
-        return root
-    return Response(status_code=308, headers={"Location": "ui/"})
+    """The page's asset URLs are relative: it must be loaded with its trailing slash."""
+    return _with_slash(services.settings, "ui/")
 
 
 @router.get("/")
 async def index(services: ServicesDep) -> Response:
-    root = _built(services.settings)
+    return _page(services.settings, depth=0)
+
+
+@router.get("/approvals")
+async def approvals_root(services: ServicesDep) -> Response:
+    """Like the page's root: its relative URLs need the trailing slash."""
+    return _with_slash(services.settings, "approvals/")
+
+
+def _with_slash(settings: AgentSettings, location: str) -> Response:
+    """A 308 to the folder; the relative Location keeps whatever host and scheme the browser
+    used (a proxy in front)."""
+    root = _built(settings)
+    if isinstance(root, Response):
+        return root
+    return Response(status_code=308, headers={"Location": location})
+
+
+@router.get("/approvals/")
+async def approvals_inbox(services: ServicesDep) -> Response:
+    """The approvals inbox: the same index.html; the page routes by its own path."""
+    return _page(services.settings, depth=1)
+
+
+@router.get("/approvals/{approval_id}")
+async def approval_page(approval_id: str, services: ServicesDep) -> Response:
+    """One approval's page (the card's `approve_url`). The id's shape is checked here, so
+    anything else under approvals/ is the 404 of an unknown path; whether the approval exists
+    and who may see it is the REST API's answer to the signed-in page."""
+    if not APPROVAL_ID.match(approval_id):
+        raise HTTPException(404)
+    return _page(services.settings, depth=1)
+
+
+def _page(settings: AgentSettings, *, depth: int) -> Response:
+    """index.html with its CSP; `depth` folders below the page's root, its relative asset
+    URLs (Vite's `base: "./"`) are pointed that many folders up, so the browser loads the one
+    copy under `assets/` (a `<base>` element would need a looser `base-uri`)."""
+    root = _built(settings)
     if isinstance(root, Response):
         return root
     path = root / "index.html"
     html, csp = _index(path, path.stat().st_mtime_ns)
+    if depth:
+        up = b"../" * depth
+        html = html.replace(b'="./assets/', b'="' + up + b"assets/")
     response = Response(html, media_type="text/html; charset=utf-8",
                         headers={"Cache-Control": NO_STORE, "Content-Security-Policy": csp})
     return _security_headers(response)

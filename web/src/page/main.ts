@@ -1,12 +1,19 @@
-// The page: read config.json next to the page, then mount the panel.
+// The page: read config.json at the page's root, then mount the view its path names: the chat
+// panel, or the approvals inbox or one approval (issue 34). The approvals views are their own
+// chunk, loaded only there: the chat page's bytes stay the panel's (web/README.md, "Measured").
 import { mount } from "svelte";
 import Page from "./Page.svelte";
 import { loadConfig } from "./config.js";
+import { route } from "./route.js";
 
 const target = document.getElementById("app")!;
-const base = new URL(".", location.href);
+const { root: base, view } = route(location.href);
 loadConfig(base)
-  .then((config) => mount(Page, { target, props: { config, base } }))
+  .then(async (config) => {
+    if (view.kind === "chat") return mount(Page, { target, props: { config, base } });
+    const { default: Approvals } = await import("./approvals/Approvals.svelte");
+    return mount(Approvals, { target, props: { config, base, view } });
+  })
   .catch((e: unknown) => {
     target.textContent = `AgentChat: ${e instanceof Error ? e.message : String(e)}`;
     target.setAttribute("role", "alert");

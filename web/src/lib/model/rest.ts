@@ -12,11 +12,14 @@ export interface RestOptions {
   fetch?: typeof fetch;
 }
 
-export function createRest(opts: RestOptions): Rest {
-  const doFetch = opts.fetch ?? ((input, init) => fetch(input, init));
-
-  async function call<T>(url: string, method = "GET", json?: unknown): Promise<T> {
-    const token = await opts.getToken();
+/** One JSON call with the caller's token: the answer's body, or a RestError with the API's
+ * `{code, detail}` (UNREACHABLE when nothing, or a gateway, answered). Also the page's
+ * approvals calls (web/src/page/approvals). */
+export function jsonCaller(getToken: () => Promise<string | null>, f?: typeof fetch):
+    <T>(url: string, method?: string, json?: unknown) => Promise<T> {
+  const doFetch = f ?? ((input, init) => fetch(input, init));
+  return async function call<T>(url: string, method = "GET", json?: unknown): Promise<T> {
+    const token = await getToken();
     const headers: Record<string, string> = { accept: "application/json" };
     if (token) headers.authorization = `Bearer ${token}`;
     if (json !== undefined) headers["content-type"] = "application/json";
@@ -36,8 +39,11 @@ export function createRest(opts: RestOptions): Rest {
     }
     // No {code, detail}: a proxy or gateway answered, not the agent.
     throw new RestError(resp.status, resp.status >= 502 ? UNREACHABLE : "INTERNAL", `HTTP ${resp.status}`);
-  }
+  };
+}
 
+export function createRest(opts: RestOptions): Rest {
+  const call = jsonCaller(opts.getToken, opts.fetch);
   const a = opts.assistantUrl.replace(/\/$/, "");
   const g = opts.agentUrl.replace(/\/$/, "");
   const enc = encodeURIComponent;
