@@ -4,10 +4,11 @@
 // Confirm, "Cancel the request" that closes it; then the approvals pages (approvals/ and
 // approvals/{id}, the card's approve_url): the requester's own page offers no Approve, the
 // approver (dave) finds it in his inbox, sees the context and approves, and the requester's
-// conversation shows the deploy done. axe-core clean, no CSP violation, in every state.
+// tab, still open on the card, follows the run the approval started (no reload) to the deploy
+// done. axe-core clean, no CSP violation, in every state.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { WAIT, checkState, dot, env, input, launch, noProblems, openPage, rest, sendBtn } from "./lib.mjs";
+import { WAIT, checkState, dot, env, input, launch, noProblems, openPage, sendBtn } from "./lib.mjs";
 
 const AGENT = env("AGENT_URL");
 const demoUser = (p) => p.getByRole("combobox", { name: "Демо-пользователь" });
@@ -84,17 +85,11 @@ test("the approver opens the card's link, sees the context and approves; the req
   assert.equal(await page.getByRole("button", { name: "Одобрить" }).count(), 0);
   await checkState(page, "approval-approved");
 
-  // The requester's conversation, opened from her list: confirmed, and the deploy done.
-  const conv = (await rest(AGENT, "/api/agent/approvals/" + id, env("TOKEN_DAVE"))).body;
-  const convs = (await rest(AGENT, "/api/assistant/conversations?limit=50", env("TOKEN_ALICE"))).body.items;
-  const title = convs.find((c) => c.id === conv.conversation_id).title;
-  const again = await openPage(browser, AGENT + "/api/agent/ui/", { clock: false });
-  await demoUser(again).selectOption("alice");
-  await again.getByRole("navigation", { name: "Диалоги" })
-    .getByRole("button", { name: title, exact: true }).first().click();
-  await again.getByText("▶️ Подтверждено").waitFor(WAIT);
-  await again.getByRole("group", { name: "Инструмент: Деплой дашборда" })
+  // The requester's tab, still open on the waiting card, follows the run the approval
+  // started (its /active poll finds it): confirmed, and the deploy done, with no reload.
+  await chat.getByText("▶️ Подтверждено").waitFor(WAIT);
+  await chat.getByRole("group", { name: "Инструмент: Деплой дашборда" })
     .getByRole("img", { name: "Готово" }).waitFor(WAIT);
-  await noProblems(again); // the chat page: axe runs on it above and in panel.test.mjs
+  await noProblems(chat);
   await chat.close();
 });

@@ -276,9 +276,9 @@ export class ChatModel {
       return;
     }
     this.state = this.card?.status === "pending" ? "awaiting_confirmation" : "idle";
-    if (active) applyActive(this, this.#k, active);
+    const following = active !== null && applyActive(this, this.#k, active);
     // A reloaded tab follows the run still going on (docs/protocol.md §4: /active's `run`).
-    if (active?.run?.status === "running" && !this.gated) {
+    if (active?.run?.status === "running" && !this.gated && !following) {
       const item = newAssistant(this);
       void stream.run(this, this.#k, joinPayload(this.#k, active.run.run_id, 0, conversationId), item, "join", "");
     }

@@ -10,7 +10,8 @@
  */
 
 import type { ChatModel } from "./chat.svelte.js";
-import { type Inner, deadline, disconnected, HANG_MS, joinPayload } from "./machine.js";
+import { type Inner, deadline, disconnected, HANG_MS, joinPayload, newAssistant } from "./machine.js";
+import { itemOf } from "./parts.js";
 import { lost, run } from "./stream.js";
 import { type Active, RestError } from "./types.js";
 
@@ -131,11 +132,24 @@ export class Clock {
 }
 
 /** `/active` (docs/protocol.md §4, "Multi-tab gate"): another tab's lease disables Send. */
-export function applyActive(m: ChatModel, k: Inner, a: Active): void {
+/** The multi-tab gate from /active; true when it started following a run (an approval's). */
+export function applyActive(m: ChatModel, k: Inner, a: Active): boolean {
+  const card = m.card;
+  if (a.run?.status === "running" && !k.ownRuns.has(a.run.run_id) && card?.approval &&
+      card.status === "pending" && m.state === "awaiting_confirmation" && m.conversationId) {
+    // Someone else's approval resumed this turn as a new run (docs/protocol.md §11): the
+    // requester's tab follows it live, from its first event (its confirm_resolved settles
+    // the card), in the card's answer.
+    m.gated = false;
+    const item = itemOf(m.items, card) ?? newAssistant(m);
+    void run(m, k, joinPayload(k, a.run.run_id, 0, m.conversationId), item, "join", "");
+    return true;
+  }
   // Our own lease (a run this tab started) is not a second tab.
   m.gated = a.active && !(a.run && k.ownRuns.has(a.run.run_id));
   if (!m.gated && m.error?.code === "CONVERSATION_BUSY") {
     m.error = null;
     if (m.state === "error") m.state = "idle";
   }
+  return false;
 }
