@@ -138,9 +138,13 @@ class CardAnswers:
             with TRACER.start_as_current_span("agentchat.card.answer", attributes={
                     "agentchat.conversation_id": conversation_id,
                     "agentchat.action": "new_message"}):
+                card = pending["payload"] or {}
+                ids = [c["call_id"] for c in listed_calls(card, pending["call_id"])]
+                answered = Answered.of({i: ("denied", None) for i in ids}, ids,
+                                       batched=bool(card.get("calls")))
                 async with conn.transaction():
                     if not await confirmations.resolve_confirmation(
-                            conn, pending["confirm_id"], "denied"):
+                            conn, pending["confirm_id"], "denied", answered.card(card)):
                         return []
                     await self._audit_answer(conn, pending, principal, tab,
                                              "new_message", "denied", None)
@@ -149,8 +153,7 @@ class CardAnswers:
                                          "denied")
         if pending["turn_id"]:
             await turn_records.finish_turn(self.pool, pending["turn_id"], "completed")
-        return [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
-                 "result": "denied"}]
+        return [answered.event(pending["confirm_id"])]
 
     async def _audit_answer(self, conn: Conn, pending: Row, principal: Principal, tab: str,
                             action: str, result: str, recheck: dict[str, Any] | None) -> None:
@@ -254,12 +257,11 @@ class Answered:
         return {**out, "calls": self.calls} if self.calls is not None else out
 
     def event(self, confirm_id: str) -> dict[str, Any]:
-        """`confirm_resolved` (docs/protocol.md §2); a batched card's lists each call's."""
-        out: dict[str, Any] = {"type": "confirm_resolved", "confirm_id": confirm_id,
-                               "result": self.result}
-        if self.calls is not None:
-            out["calls"] = [{"call_id": i, "result": a["result"]} for i, a in self.calls.items()]
-        return out
+        """`confirm_resolved` (docs/protocol.md §2); a batched card's lists each call's result
+        (`calls`, null for a card of one call)."""
+        return {"type": "confirm_resolved", "confirm_id": confirm_id, "result": self.result,
+                "calls": None if self.calls is None else [
+                    {"call_id": i, "result": a["result"]} for i, a in self.calls.items()]}
 
     def card(self, card: dict[str, Any]) -> dict[str, Any] | None:
         """A batched card as answered (each call with its `result`); None for a card of one

@@ -121,6 +121,8 @@ def card_payload(confirm_id: str, words: CardWords, call: Any, d: dict[str, Any]
         "expires_at": expires.isoformat(),
         # Set when someone else must approve (mode `other`): the requester only cancels.
         "approval": approval,
+        # A batched card's calls (`batch_payload`); null on a card of one call.
+        "calls": None,
     }
 
 

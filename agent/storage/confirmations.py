@@ -67,8 +67,11 @@ def send_resolve(conn: psycopg.AsyncConnection[Any], confirm_id: str, status: st
         "payload": None if payload is None else json.dumps(payload, ensure_ascii=False)})
 
 
-async def resolve_confirmation(db: Db, confirm_id: str, status: str) -> bool:
-    """Resolve a pending card; False when someone else resolved it first."""
-    row = await fetch_one(db, RESOLVE_CONFIRMATION, {"confirm_id": confirm_id,
-                                                     "status": status, "payload": None})
+async def resolve_confirmation(db: Db, confirm_id: str, status: str,
+                               payload: dict[str, Any] | None = None) -> bool:
+    """Resolve a pending card (`payload`: as answered, see `send_resolve`); False when
+    someone else resolved it first."""
+    row = await fetch_one(db, RESOLVE_CONFIRMATION, {
+        "confirm_id": confirm_id, "status": status,
+        "payload": None if payload is None else json.dumps(payload, ensure_ascii=False)})
     return row is not None
