@@ -103,11 +103,15 @@ def ask_card(group: list[tuple[Any, dict[str, Any]]], words: CardWords, out: Ver
         answer = answer if isinstance(answer, dict) else {}
         span.set_attribute("agentchat.result", str(answer.get("result")))
     per_call = answer.get("calls") if isinstance(answer.get("calls"), dict) else None
-    for i, (call, d, key) in enumerate(asked):
+    for call, d, key in asked:
         if per_call is not None:
             own = per_call.get(call["id"] or "") or {"result": "denied"}
-        else:  # one answer for the card; a re-check is the first call's
-            own = answer if i == 0 else {"result": answer.get("result")}
+        elif len(asked) == 1 or answer.get("confirm_id") == key:
+            own = answer
+        else:
+            # A batched card resumed with an answer of one call (a checkpoint paused on a card
+            # of one call before batching): only that call was asked; never run the others.
+            own = {"result": "denied"}
         _verdict(call, d, key, own, words, out)
 
 
