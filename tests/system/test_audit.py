@@ -281,6 +281,9 @@ def test_one_card_for_three_writes_and_only_the_approved_run(audit_stack: Stack)
     # An id not on the card: refused, and the card still waits with nothing run.
     bad = confirm(stack, alice, tab, cid, [ids[0], "call_not_on_the_card"])
     assert (bad.kind, bad.last.get("code")) == ("error", "INVALID_REQUEST"), bad.types()
+    with_deny = say(stack.agent, alice, {"text": "__resume__", "files": [], "approve": ids},
+                    "deny", cid, tab=tab, timeout=60)
+    assert with_deny.last.get("code") == "INVALID_REQUEST", with_deny.types()
     assert stack.audit(operation="deploy_dashboard") == []
     assert card_in_history(stack, alice, cid)["status"] == "pending"
 
