@@ -22,6 +22,12 @@ def args_digest(arguments: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
+def calls_digest(digests: list[str]) -> str:
+    """One digest over several calls (a batched card's approval, issue 34): sha256 of the JSON
+    list of their `args_digest`s, in the card's order."""
+    return "sha256:" + hashlib.sha256(orjson.dumps(digests)).hexdigest()
+
+
 def object_key(arguments: dict[str, Any], environment_arguments: tuple[str, ...] = ()) -> str:
     """What a call acts on, for a time-boxed grant (issue 34): its `*_id` arguments other than
     the environment's, as canonical JSON. Two calls on the same object give the same key."""

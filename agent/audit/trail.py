@@ -117,18 +117,24 @@ async def ref_from_decision(db: Db, conversation_id: str, call_id: str) -> CallR
 
 
 async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[str, Any]) -> None:
-    """The card row of an audited call (one with a decision row), once per card."""
-    call_id = str(card.get("call_id") or "")
-    ref = await ref_from_decision(db, conversation_id, call_id)
-    if ref is None:
-        return
-    ref = CallRef(conversation_id, turn_id or ref.turn_id, call_id, ref.tool, ref.environment,
-                  ref.args_hash)
-    await store.append(db, [ref.entry("card", {
-        "confirm_id": card.get("confirm_id"), "prompt": cut_text(card.get("prompt")),
-        "permission_granted": bool(card.get("permission_granted", True)),
-        "expires_at": card.get("expires_at"), "reason": cut_text(card.get("reason")),
-        **_approval_detail(card)}, once=True)])
+    """The card row of each audited call on the card (one with a decision row), once per
+    card; a batched card's (issue 34) on every call it lists, each with its own prompt."""
+    listed = card.get("calls") or [{"call_id": card.get("call_id"), "prompt": card.get("prompt")}]
+    entries = []
+    for call in listed:
+        call_id = str(call.get("call_id") or "")
+        ref = await ref_from_decision(db, conversation_id, call_id)
+        if ref is None:
+            continue
+        ref = CallRef(conversation_id, turn_id or ref.turn_id, call_id, ref.tool,
+                      ref.environment, ref.args_hash)
+        batch = {"calls": len(listed)} if card.get("calls") else {}
+        entries.append(ref.entry("card", {
+            "confirm_id": card.get("confirm_id"), "prompt": cut_text(call.get("prompt")),
+            "permission_granted": bool(card.get("permission_granted", True)),
+            "expires_at": card.get("expires_at"), "reason": cut_text(card.get("reason")),
+            **batch, **_approval_detail(card)}, once=True))
+    await store.append(db, entries)
 
 
 def _approval_detail(card: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentchat.agent.audit.trail import AuditTrail, decision_detail
+from agentchat.agent.chat.card_answers import listed_calls
 from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.request import ChatRequest
 from agentchat.agent.graph.cards import APPROVE_PATH
@@ -97,7 +98,8 @@ class Approvals:
                 row = await records.get_approval(conn, approval_id, lock=True)
                 if row is None:
                     raise not_found()
-                check = await self._refusals(row, approver, token, body)
+                checks = await self._refusals(row, approver, token, body)
+                check = next(iter(checks.values()))  # the first listed call's
                 added = await records.add_answer(
                     conn, approval_id=approval_id, approver=approver.sub,
                     decision=body.decision, comment=body.comment, channel=body.channel,
@@ -117,13 +119,13 @@ class Approvals:
                 grant = None
                 if decided == "approved" and grant_minutes:
                     grant = await self._grant(conn, row, approver, grant_minutes)
-                await self._audit(conn, row, approver, body, check, decided or "pending")
+                await self._audit(conn, row, approver, body, checks, decided or "pending")
                 await outbox.enqueue(conn, approval_id, "approval_answered", {
                     "approver": approver.sub, "decision": body.decision,
                     "status": decided or "pending", "comment": body.comment})
         run_id = None
         if decided is not None:
-            run_id = await self._resume(row, token, decided, check)
+            run_id = await self._resume(row, token, decided, checks)
         return {"approval_id": approval_id, "status": decided or "pending",
                 "approvals": count if body.decision == "approve" else 0,
                 "quorum": int(row["quorum"]), "run_id": run_id,
@@ -132,19 +134,26 @@ class Approvals:
     async def _grant(self, conn: Any, row: Row, approver: Principal,
                      minutes: int) -> Row | None:
         """A time-boxed grant for the requester's same calls (same tool, environment and
-        object), asked by every approval that met the quorum."""
-        tool = self.catalogs.current().get(str(row["tool"]))
-        env_args = tuple(tool.environment_arguments()) if tool is not None else ()
-        args = (row["card"] or {}).get("tool_args") or {}
-        return await grant_records.add_grant(
-            conn, approval_id=row["approval_id"], requester=row["requester"], tool=row["tool"],
-            environment=row["environment"], object_key=object_key(args, env_args),
-            granted_by=approver.sub, minutes=minutes)
+        object), asked by every approval that met the quorum; one per listed call (a batched
+        card's, each on its own object). The first is returned."""
+        first = None
+        for call in listed_calls(row["card"], str(row["call_id"])):
+            tool = self.catalogs.current().get(str(call["tool_name"]))
+            env_args = tuple(tool.environment_arguments()) if tool is not None else ()
+            grant = await grant_records.add_grant(
+                conn, approval_id=row["approval_id"], requester=row["requester"],
+                tool=call["tool_name"], environment=row["environment"],
+                object_key=object_key(call["arguments"], env_args), granted_by=approver.sub,
+                minutes=minutes)
+            first = first or grant
+        return first
 
     async def _refusals(self, row: Row, approver: Principal, token: str,
-                        body: ApprovalAnswer) -> dict[str, Any]:
+                        body: ApprovalAnswer) -> dict[str, dict[str, Any]]:
         """Each refusal with its code, nothing written; else the sidecar's decision on the
-        approver (current token, current policy)."""
+        approver (current token, current policy) for each listed call, by call id: an
+        approval covers a batched card's calls together, so the approver must be one for
+        every call (and permitted every call, to approve)."""
         if approver.sub == row["requester"]:
             raise AgentChatError(ErrorCode.FORBIDDEN,
                                  "you asked for this; someone else must approve it")
@@ -170,41 +179,49 @@ class Approvals:
                                  "arguments")
         card = row["card"] or {}
         catalog = self.catalogs.current()
-        tool = catalog.get(str(row["tool"]))
-        if tool is None:
-            raise AgentChatError(ErrorCode.FORBIDDEN, "this action is no longer in the catalog")
-        check = await self.policy.check_call(
-            user_jwt=token, tool=tool, arguments=card.get("tool_args") or {},
-            untrusted=card.get("reason_code") == UNTRUSTED_CARD,
-            catalog_revision=catalog.revision)
-        if not check.get("may_approve"):
-            roles = ", ".join(row["approvers"])
-            raise AgentChatError(ErrorCode.FORBIDDEN,
-                                 f"you may not answer this (approver roles: {roles})")
-        if body.decision == "approve" and check.get("decision") == "deny":
-            # An approval runs the call under the approver's token: they must be permitted it.
-            raise AgentChatError(ErrorCode.FORBIDDEN,
-                                 "you may deny this, but not approve it: the call would run "
-                                 "under your token, which may not run it")
-        return check
+        checks: dict[str, dict[str, Any]] = {}
+        for call in listed_calls(row["card"], str(row["call_id"])):
+            tool = catalog.get(str(call["tool_name"]))
+            if tool is None:
+                raise AgentChatError(ErrorCode.FORBIDDEN,
+                                     "this action is no longer in the catalog")
+            check = await self.policy.check_call(
+                user_jwt=token, tool=tool, arguments=call["arguments"],
+                untrusted=card.get("reason_code") == UNTRUSTED_CARD,
+                catalog_revision=catalog.revision)
+            if not check.get("may_approve"):
+                roles = ", ".join(row["approvers"])
+                raise AgentChatError(ErrorCode.FORBIDDEN,
+                                     f"you may not answer this (approver roles: {roles})")
+            if body.decision == "approve" and check.get("decision") == "deny":
+                # An approval runs the call under the approver's token: they must be
+                # permitted it.
+                raise AgentChatError(ErrorCode.FORBIDDEN,
+                                     "you may deny this, but not approve it: the call would "
+                                     "run under your token, which may not run it")
+            checks[call["call_id"]] = check
+        return checks
 
     async def _audit(self, conn: Any, row: Row, approver: Principal, body: ApprovalAnswer,
-                     check: dict[str, Any], result: str) -> None:
-        """The sidecar's check of the approver and their answer, on the call's record."""
+                     checks: dict[str, dict[str, Any]], result: str) -> None:
+        """The sidecar's check of the approver and their answer, on each listed call's
+        record."""
         if self.audit is None:
             return
-        ref = await self.audit.record_of(row["conversation_id"], row["call_id"], conn)
-        if ref is None:
-            return
-        await self.audit.append([
-            ref.entry("decision", decision_detail(check, kind="approver_check", taint=None)),
-            ref.entry("answer", {"confirm_id": row["approval_id"], "by": approver.sub,
-                                 "channel": body.channel, "action": body.decision,
-                                 "result": result, "comment": body.comment[:500]}),
-        ], conn)
+        entries = []
+        for call_id, check in checks.items():
+            ref = await self.audit.record_of(row["conversation_id"], call_id, conn)
+            if ref is None:
+                continue
+            entries += [
+                ref.entry("decision", decision_detail(check, kind="approver_check", taint=None)),
+                ref.entry("answer", {"confirm_id": row["approval_id"], "by": approver.sub,
+                                     "channel": body.channel, "action": body.decision,
+                                     "result": result, "comment": body.comment[:500]})]
+        await self.audit.append(entries, conn)
 
     async def _resume(self, row: Row, token: str, decided: str,
-                      check: dict[str, Any]) -> str | None:
+                      checks: dict[str, dict[str, Any]]) -> str | None:
         """The turn goes on as a new run of the requester's conversation, through the one
         door: the card is resolved there (once: a conditional update), the call runs with the
         card's idempotency key. A conversation busy with the requester's own run is tried
@@ -216,7 +233,9 @@ class Approvals:
                           user_id=None, user_jwt=token, env_id=None,
                           confirm_id=str(row["approval_id"]),
                           tab_id=str(row["tab_id"] or f"approval:{row['approval_id']}"),
-                          approved={"approval_id": row["approval_id"], "decision": check})
+                          approved={"approval_id": row["approval_id"],
+                                    "decision": next(iter(checks.values())),
+                                    "decisions": checks})
         for attempt in range(RESUME_ATTEMPTS):
             try:
                 run = await self.chat.submit(req, Principal(sub=str(row["requester"])))

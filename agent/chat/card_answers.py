@@ -9,6 +9,7 @@ count it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,12 +46,14 @@ class CardAnswers:
 
     async def answer(self, action: submits.Action, *, kind: str, confirm_id: str | None,
                      principal: Principal, token: str, tab: str,
-                     approved: dict[str, Any] | None = None
-                     ) -> tuple[str, dict[str, Any] | None]:
-        """`confirm` or `deny` of the pending card, in the action's transaction: the result
-        (confirmed, denied, expired) and the re-check's decision, if one was made. After the
-        re-check, one round trip: the card resolved, the call's audit columns and the trail's
-        head read together; the audit rows and the turn's row go with the COMMIT."""
+                     approved: dict[str, Any] | None = None,
+                     approve: list[str] | None = None) -> Answered:
+        """`confirm` or `deny` of the pending card, in the action's transaction: each listed
+        call's result (confirmed, denied, expired) and re-check, if one was made. `approve`:
+        the calls of a confirm that run (the rest are denied); a call not on the card is
+        INVALID_REQUEST, nothing changed. After the re-checks, one round trip: the card
+        resolved, the calls' audit columns and the trail's head read together; the audit
+        rows and the turn's row go with the COMMIT."""
         conn, pending, last = action.conn, action.opened.pending, action.opened.last
         if pending is None:
             raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
@@ -59,17 +62,25 @@ class CardAnswers:
             raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
                                  "that confirmation is no longer pending")
         card = pending["payload"]
-        recheck: dict[str, Any] | None = None
+        calls = listed_calls(pending["payload"], pending["call_id"])
+        ids = [c["call_id"] for c in calls]
+        if approve is not None and (kind != "confirm" or not set(approve) <= set(ids)):
+            raise AgentChatError(ErrorCode.INVALID_REQUEST,
+                                 "approve names a call that is not on the card"
+                                 if kind == "confirm" else "approve goes with confirm only")
         if approved is not None and approved.get("approval_id") != pending["confirm_id"]:
             raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
                                  "that approval is no longer pending")
+        per: dict[str, tuple[str, dict[str, Any] | None]]
         if pending["expired"]:
-            result = "expired"
+            per = {i: ("expired", None) for i in ids}
         elif approved is not None:
             # Decided by approvers (issue 34, chat/approvals.py): each answer and the sidecar's
-            # check of each approver are already in the trail; the last check is in force.
-            recheck = approved["decision"]
+            # check of each approver are already in the trail; the last checks are in force.
+            # An approval covers every listed call together.
+            checks = approved.get("decisions") or {ids[0]: approved["decision"]}
             result = "confirmed" if kind == "confirm" else "denied"
+            per = {i: (result, checks.get(i)) for i in ids}
         elif kind == "confirm" and card.get("approval"):
             raise AgentChatError(ErrorCode.FORBIDDEN,
                                  "someone else must approve this; you may only cancel it")
@@ -78,32 +89,43 @@ class CardAnswers:
                                  "this action is not permitted for you; close the card")
         elif kind == "confirm":
             # The card was decided minutes ago: ask again with the token of now, so roles
-            # revoked meanwhile run nothing. POLICY_UNAVAILABLE leaves the card pending.
-            recheck = await self._recheck(card, token, pending["conversation_id"], last)
-            result = "denied" if recheck["decision"] == "deny" else "confirmed"
+            # revoked meanwhile run nothing; each approved call on its own. POLICY_UNAVAILABLE
+            # leaves the card pending.
+            chosen = [c for c in calls if approve is None or c["call_id"] in approve]
+            rechecks = await self._recheck(chosen, token, pending["conversation_id"], last)
+            per = {i: ("denied", None) for i in ids}
+            for i, d in rechecks.items():
+                per[i] = ("denied" if d["decision"] == "deny" else "confirmed", d)
         else:
-            result = "denied"
-        cid, call_id = pending["conversation_id"], pending["call_id"]
+            per = {i: ("denied", None) for i in ids}
+        answered = Answered.of(per, ids, batched=bool(card.get("calls")))
+        cid = pending["conversation_id"]
         audited = self.audit is not None and self.audit.enabled
         async with conn.pipeline():
-            resolved = await confirmations.send_resolve(conn, pending["confirm_id"], result)
+            resolved = await confirmations.send_resolve(
+                conn, pending["confirm_id"], answered.result, answered.card(card))
             if audited:
-                decision = await audit_store.send_last_decision(conn, cid, call_id)
-                placing = await audit_store.place(conn, [cid], [(cid, call_id, "not_run")])
+                decisions = [await audit_store.send_last_decision(conn, cid, i) for i in ids]
+                placing = await audit_store.place(conn, [cid], [(cid, i, "not_run")
+                                                                for i in ids])
         if await resolved.fetchone() is None:
             raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                  "the confirmation was already answered")
         if audited:
-            ref = audit_store.ref_from_row(await decision.fetchone(), cid, call_id)
-            entries = (self._answer_entries(ref, pending, principal, tab, kind, result, recheck)
-                       if approved is None else self._approved_entries(ref, result))
+            entries: list[Entry] = []
+            for i, decision in zip(ids, decisions, strict=True):
+                ref = audit_store.ref_from_row(await decision.fetchone(), cid, i)
+                result, recheck = per[i]
+                entries += (self._answer_entries(ref, pending, principal, tab, kind, result,
+                                                 recheck)
+                            if approved is None else self._approved_entries(ref, result))
             rows = await audit_store.insert_rows(placing, entries) if entries else None
             if rows is not None:
                 action.then(rows[0], rows[1])
         if pending["turn_id"]:
             action.then(turn_records.RESUME_TURN, {"id": pending["turn_id"]})
-        count_answer(pending, result)
-        return result, recheck
+        count_answer(pending, answered.result)
+        return answered
 
     async def deny_pending(self, conversation_id: str, principal: Principal,
                            tab: str) -> list[dict[str, Any]]:
@@ -116,9 +138,13 @@ class CardAnswers:
             with TRACER.start_as_current_span("agentchat.card.answer", attributes={
                     "agentchat.conversation_id": conversation_id,
                     "agentchat.action": "new_message"}):
+                card = pending["payload"] or {}
+                ids = [c["call_id"] for c in listed_calls(card, pending["call_id"])]
+                answered = Answered.of({i: ("denied", None) for i in ids}, ids,
+                                       batched=bool(card.get("calls")))
                 async with conn.transaction():
                     if not await confirmations.resolve_confirmation(
-                            conn, pending["confirm_id"], "denied"):
+                            conn, pending["confirm_id"], "denied", answered.card(card)):
                         return []
                     await self._audit_answer(conn, pending, principal, tab,
                                              "new_message", "denied", None)
@@ -127,17 +153,19 @@ class CardAnswers:
                                          "denied")
         if pending["turn_id"]:
             await turn_records.finish_turn(self.pool, pending["turn_id"], "completed")
-        return [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
-                 "result": "denied"}]
+        return [answered.event(pending["confirm_id"])]
 
     async def _audit_answer(self, conn: Conn, pending: Row, principal: Principal, tab: str,
                             action: str, result: str, recheck: dict[str, Any] | None) -> None:
-        """The answer's audit rows in the caller's transaction, so the card and its answer
-        agree (a new message over a card)."""
+        """The answer's audit rows on each listed call, in the caller's transaction, so the
+        card and its answer agree (a new message over a card)."""
         if self.audit is None:
             return
-        ref = await self.audit.record_of(pending["conversation_id"], pending["call_id"], conn)
-        entries = self._answer_entries(ref, pending, principal, tab, action, result, recheck)
+        entries: list[Entry] = []
+        for call in listed_calls(pending["payload"], pending["call_id"]):
+            ref = await self.audit.record_of(pending["conversation_id"], call["call_id"], conn)
+            entries += self._answer_entries(ref, pending, principal, tab, action, result,
+                                            recheck)
         await self.audit.append(entries, conn)
 
     def _approved_entries(self, ref: CallRef | None, result: str) -> list[Entry]:
@@ -173,21 +201,75 @@ class CardAnswers:
                                      once=True))
         return entries
 
-    async def _recheck(self, card: dict[str, Any], token: str, conversation_id: str,
-                       last: Row | None) -> dict[str, Any]:
-        """The sidecar's decision now on the card's call (same tool, arguments, context)."""
+    async def _recheck(self, calls: list[dict[str, Any]], token: str, conversation_id: str,
+                       last: Row | None) -> dict[str, dict[str, Any]]:
+        """The sidecar's decision now on each listed call (same tool, arguments, context)."""
         catalog = self.catalogs.current()  # the revision of now, as the check's token is
-        tool = catalog.get(str(card.get("tool_name")))
-        args = card.get("tool_args") or {}
-        if tool is None:
-            return {"decision": "deny", "required_role": None, "alternatives": []}
         state = await self.runner.state(conversation_id)
         taint = context_taint(state.values.get("messages", []),
                               ((last or {}).get("plan") or {}).get("uicontext"))
-        decision = await self.policy.check_call(user_jwt=token, tool=tool, arguments=args,
-                                                untrusted=taint is not None,
-                                                catalog_revision=catalog.revision)
-        return {**decision, "untrusted_source": taint}
+        out: dict[str, dict[str, Any]] = {}
+        for call in calls:
+            tool = catalog.get(str(call.get("tool_name")))
+            if tool is None:
+                out[call["call_id"]] = {"decision": "deny", "required_role": None,
+                                        "alternatives": []}
+                continue
+            decision = await self.policy.check_call(user_jwt=token, tool=tool,
+                                                    arguments=call.get("arguments") or {},
+                                                    untrusted=taint is not None,
+                                                    catalog_revision=catalog.revision)
+            out[call["call_id"]] = {**decision, "untrusted_source": taint}
+        return out
+
+
+def listed_calls(card: dict[str, Any] | None, call_id: str) -> list[dict[str, Any]]:
+    """The calls a card lists (`call_id`, `tool_name`, `arguments`): a batched card's `calls`
+    (issue 34), else its one call (`call_id`, its row's)."""
+    card = card or {}
+    if card.get("calls"):
+        return list(card["calls"])
+    return [{"call_id": call_id, "tool_name": card.get("tool_name"),
+             "arguments": card.get("tool_args") or {}}]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A card's answer: the card's result (`confirmed` when any listed call runs), the first
+    call's re-check, and for a batched card each call's result and re-check."""
+
+    result: str
+    recheck: dict[str, Any] | None
+    calls: dict[str, dict[str, Any]] | None
+
+    @classmethod
+    def of(cls, per: dict[str, tuple[str, dict[str, Any] | None]], ids: list[str], *,
+           batched: bool) -> Answered:
+        results = [per[i][0] for i in ids]
+        result = ("confirmed" if "confirmed" in results
+                  else "expired" if "expired" in results else "denied")
+        calls = {i: {"result": r, "recheck": d} for i, (r, d) in per.items()} if batched else None
+        return cls(result, per[ids[0]][1], calls)
+
+    def resume(self, confirm_id: str) -> dict[str, Any]:
+        """The graph's resume value (agent/graph/verdicts.py `ask_card`)."""
+        out = {"result": self.result, "confirm_id": confirm_id, "recheck": self.recheck}
+        return {**out, "calls": self.calls} if self.calls is not None else out
+
+    def event(self, confirm_id: str) -> dict[str, Any]:
+        """`confirm_resolved` (docs/protocol.md §2); a batched card's lists each call's result
+        (`calls`, null for a card of one call)."""
+        return {"type": "confirm_resolved", "confirm_id": confirm_id, "result": self.result,
+                "calls": None if self.calls is None else [
+                    {"call_id": i, "result": a["result"]} for i, a in self.calls.items()]}
+
+    def card(self, card: dict[str, Any]) -> dict[str, Any] | None:
+        """A batched card as answered (each call with its `result`); None for a card of one
+        call (its row's status says it all)."""
+        if self.calls is None:
+            return None
+        return {**card, "calls": [{**c, "result": self.calls.get(c["call_id"], {}).get(
+            "result", "denied")} for c in card.get("calls") or []]}
 
 
 def count_answer(pending: Row, result: str) -> None:

@@ -27,7 +27,7 @@ from opentelemetry import trace
 
 from agentchat.agent.chat import forks
 from agentchat.agent.chat.attachments import file_text
-from agentchat.agent.chat.card_answers import CardAnswers
+from agentchat.agent.chat.card_answers import Answered, CardAnswers
 from agentchat.agent.chat.join import RunListener, join
 from agentchat.agent.chat.live_run import Run
 from agentchat.agent.chat.request import FORKS, ChatRequest
@@ -214,7 +214,7 @@ class Chat:
         answering = req.action in ("confirm", "deny")
         for _ in range(4):
             last: Row | None = None
-            answer: tuple[Row, str, dict[str, Any] | None] | None = None
+            answer: tuple[Row, Answered] | None = None
             try:
                 async with submits.open_for_action(
                         self.pool, conversation_id=cid, owner=principal.sub, tab=tab,
@@ -226,12 +226,12 @@ class Chat:
                         with TRACER.start_as_current_span("agentchat.card.answer", attributes={
                                 "agentchat.conversation_id": cid,
                                 "agentchat.action": str(req.action)}):
-                            result, recheck = await self.answers.answer(
+                            answered = await self.answers.answer(
                                 action, kind=str(req.action), confirm_id=req.confirm_id,
                                 principal=principal, token=token, tab=tab,
-                                approved=req.approved)
+                                approved=req.approved, approve=req.approve)
                         assert opened.pending is not None
-                        answer = (opened.pending, result, recheck)
+                        answer = (opened.pending, answered)
             except AgentChatError as e:
                 e.lang = as_lang(((last or {}).get("plan") or {}).get("lang"))
                 raise
@@ -240,11 +240,10 @@ class Chat:
                 continue
             if answer is not None:
                 # Committed: the turn goes on from its card with the answer.
-                pending, result, recheck = answer
-                graph_input: Command[Any] = Command(resume={
-                    "result": result, "confirm_id": pending["confirm_id"], "recheck": recheck})
-                early = [{"type": "confirm_resolved", "confirm_id": pending["confirm_id"],
-                          "result": result}]
+                pending, answered = answer
+                graph_input: Command[Any] = Command(
+                    resume=answered.resume(pending["confirm_id"]))
+                early = [answered.event(pending["confirm_id"])]
                 turn_id = str(pending["turn_id"] or uuid.uuid4())
                 return self.starts.resume(cid, tab, token, last, turn_id, graph_input), early
             early = (await self.answers.deny_pending(cid, principal, tab)

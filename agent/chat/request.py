@@ -43,6 +43,8 @@ class ChatRequest:
     # An edit's user message, a regenerate's answer (issue 35).
     message_id: str | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
+    # A confirm of a batched card (issue 34): the call ids that run; the rest are denied.
+    approve: list[str] | None = None
     attached: str = ""  # the files as the model reads them, once read (file_text)
     # Set only by chat/approvals.py, never parsed from a client: the approvers' decision
     # (`approval_id`, the sidecar's `decision` on the last approver) this resume carries.

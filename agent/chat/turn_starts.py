@@ -160,8 +160,12 @@ class TurnStarts:
             row = await confirmations.get_confirmation(self.pool, str(card.get("confirm_id")))
             if row is None or row["status"] == "pending":
                 return None
-            graph_input = Command(resume={"result": row["status"],
-                                          "confirm_id": row["confirm_id"]})
+            resume: dict[str, Any] = {"result": row["status"], "confirm_id": row["confirm_id"]}
+            listed = (row["payload"] or {}).get("calls")
+            if listed:  # a batched card: each call's own answer, as stored with the card
+                resume["calls"] = {c["call_id"]: {"result": c.get("result", "denied")}
+                                   for c in listed}
+            graph_input = Command(resume=resume)
         await turn_records.resume_turn(self.pool, last["id"])
         return self.resume(conversation_id, tab, token, last, last["id"], graph_input)
 

@@ -35,7 +35,8 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         text = message.get("text") or ""
         files = message.get("files") or []
         fields = {k: message.get(k) for k in ("action", "conversation_id", "confirm_id",
-                                              "run_id", "last_seq", "tab_id", "message_id")}
+                                              "run_id", "last_seq", "tab_id", "message_id",
+                                              "approve")}
     else:
         raise _invalid("message must be a string or {text, files}")
     if not isinstance(text, str):
@@ -57,9 +58,12 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         last_seq=_last_seq(fields.get("last_seq")),
         tab_id=_opt_str(fields.get("tab_id"), "tab_id"),
         message_id=_opt_str(fields.get("message_id"), "message_id"),
+        approve=_approve(fields.get("approve")),
     )
     if req.action not in ACTIONS:
         raise _invalid(f"unknown action {req.action!r}")
+    if req.approve is not None and req.action != "confirm":
+        raise _invalid("approve goes with action confirm")
     for name in ("conversation_id", "run_id", "tab_id", "message_id"):
         value = getattr(req, name)
         if value is not None and not ID_PATTERN.match(value):
@@ -82,6 +86,16 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
     if any(s is not None and "\x00" in s for s in strings):
         raise _invalid("the message contains a NUL character")
     return req
+
+
+def _approve(value: Any) -> list[str] | None:
+    """A batched card's confirm: the call ids that run (docs/protocol.md §3)."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) > 64
+            or not all(isinstance(v, str) and ID_PATTERN.match(v) for v in value)):
+        raise _invalid("approve must be a list of call ids")
+    return list(dict.fromkeys(value))
 
 
 def _last_seq(value: Any) -> int:

@@ -18,6 +18,7 @@ from agentchat.agent.graph.state import UNTRUSTED_CARD, TurnRuntime
 from agentchat.agent.graph.taint import own_result, taint_reason
 from agentchat.agent.graph.tool_runtime import tool_title
 from agentchat.catalog import Catalog
+from agentchat.digest import calls_digest
 from agentchat.words import pick
 
 
@@ -120,4 +121,38 @@ def card_payload(confirm_id: str, words: CardWords, call: Any, d: dict[str, Any]
         "expires_at": expires.isoformat(),
         # Set when someone else must approve (mode `other`): the requester only cancels.
         "approval": approval,
+        # A batched card's calls (`batch_payload`); null on a card of one call.
+        "calls": None,
     }
+
+
+def batch_payload(confirm_id: str, words: CardWords,
+                  asked: list[tuple[Any, dict[str, Any], str]]) -> dict[str, Any]:
+    """One card for several calls of one model message (issue 34, item 8): the first call's
+    card, as an old client reads it, plus `calls` (each with its own confirm_id, the
+    Idempotency-Key it runs with). For someone else's approval one `args_digest` binds every
+    listed call: the digest of the list of per-call digests, in the card's order."""
+    first_call, first_d, _ = asked[0]
+    card = card_payload(confirm_id, words, first_call, first_d)
+    card["calls"] = [{
+        "call_id": call["id"], "confirm_id": cid, "tool_name": call["name"],
+        "title": tool_title(words.catalog, call["name"], words.ctx.lang),
+        "prompt": words.prompt(call, d, d.get("decision") != "deny"),
+        "arguments": call["args"], "risk": d.get("risk"), "env_context": d.get("env_context"),
+        "args_digest": d.get("args_digest")} for call, d, cid in asked]
+    if card["approval"] is not None:
+        card["approval"]["args_digest"] = calls_digest([c["args_digest"] for c in card["calls"]])
+    return card
+
+
+def batch_key(d: dict[str, Any], call_id: str) -> tuple[Any, ...]:
+    """Which carded calls share a card: those whose card would say the same thing around
+    them. The same reason (a card of the catalog's, or an untrusted context's) and the same
+    answerer (the requester, or someone else under the same rule and environment); a card
+    the user may only close (permission denied) stays a card of its own."""
+    if d.get("decision") == "deny":
+        return ("alone", call_id)
+    approval = d.get("approval")
+    if isinstance(approval, dict) and approval.get("mode") == "other":
+        return ("other", d.get("reason_code"), approval.get("rule"), d.get("env_context"))
+    return ("self", d.get("reason_code"))

@@ -37,7 +37,7 @@ from agentchat.agent.graph.tool_runtime import (
     refusal_event,
     tool_title,
 )
-from agentchat.agent.graph.verdicts import Verdicts, confirm_call
+from agentchat.agent.graph.verdicts import Verdicts, ask_card, cards_for, settle
 from agentchat.catalog import Catalog
 from agentchat.digest import object_key
 from agentchat.errors import AgentChatError, ErrorCode, error_body
@@ -206,12 +206,15 @@ class Nodes:
         verdicts = Verdicts()
         words = CardWords(self.deps.catalog, ctx,
                            known_names(state.get("messages", []), self.deps.catalog, ctx.lang))
-        for call in ai.tool_calls:
+        decisions = state.get("decisions", {})
+        carded = [(call, decisions.get(call["id"] or "", {})) for call in ai.tool_calls]
+        carded = [(call, d) for call, d in carded if not settle(call, d, words, verdicts)]
+        for group in cards_for(carded):
             if verdicts.expired:  # no more cards once one expired
-                verdicts.refuse(call, EXPIRED, "expired")
+                for call, _ in group:
+                    verdicts.refuse(call, EXPIRED, "expired")
                 continue
-            decision = state.get("decisions", {}).get(call["id"] or "", {})
-            confirm_call(call, decision, words, verdicts)
+            ask_card(group, words, verdicts)
         if verdicts.expired:
             expired = Verdicts()
             for call in ai.tool_calls:

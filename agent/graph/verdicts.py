@@ -1,7 +1,8 @@
 """The confirm node's steps: each call's verdict (run it, with which idempotency key and
-decision, or answer it with a refusal) and the card an `interrupt()` shows for the calls that
-need a person. No side effects before the interrupt: the node re-runs from its start on
-every resume."""
+decision, or answer it with a refusal) and the cards an `interrupt()` shows for the calls that
+need a person: one card for the calls of one model message that need the same answer
+(`cards_for`, issue 34 item 8). No side effects before the interrupt: the node re-runs from
+its start on every resume."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import interrupt
 from opentelemetry import trace
 
-from agentchat.agent.graph.cards import CardWords, card_payload, permission_denied, refusal
+from agentchat.agent.graph.cards import (
+    CardWords,
+    batch_key,
+    batch_payload,
+    card_payload,
+    permission_denied,
+    refusal,
+)
 from agentchat.agent.graph.state import (
     EXPIRED,
     REFUSED,
@@ -51,21 +59,75 @@ class Verdicts:
         self.reasons[call["id"] or ""] = (reason, text)
 
 
-def confirm_call(call: Any, d: dict[str, Any], words: CardWords, out: Verdicts) -> None:
-    """One call: refused and allowed calls as decided; any other asks the user on a card."""
+def settle(call: Any, d: dict[str, Any], words: CardWords, out: Verdicts) -> bool:
+    """A call decided without a card (refused, or allowed); False when it needs an answer."""
     ctx = words.ctx
     call_id = call["id"] or ""
     if d.get("decision") == REFUSED:
         out.refuse(call, f"not run: {d.get('detail')}", "refused")
-        return
+        return True
     if d.get("decision") == "allow":
         out.approve(call_id, idempotency_key_for(ctx.conversation_id, ctx.turn_id, call_id), d)
-        return
-    cid = confirm_id_for(ctx.conversation_id, call_id)
-    asked = d
-    d, result, in_force = ask(cid, words, call, d)
+        return True
+    return False
+
+
+def cards_for(carded: list[tuple[Any, dict[str, Any]]]) -> list[list[tuple[Any, dict[str, Any]]]]:
+    """The carded calls of one model message as cards: those with the same `batch_key` share
+    one, in the order of their first call."""
+    groups: dict[tuple[Any, ...], list[tuple[Any, dict[str, Any]]]] = {}
+    for call, d in carded:
+        groups.setdefault(batch_key(d, call["id"] or ""), []).append((call, d))
+    return list(groups.values())
+
+
+def ask_card(group: list[tuple[Any, dict[str, Any]]], words: CardWords, out: Verdicts) -> None:
+    """One card (an `interrupt()`) for a group of calls, then each call's verdict from its
+    own answer. A batched answer carries `calls: {call_id: {result, recheck}}`; a call it
+    leaves out is denied. Without `calls` (a card of one call) the answer is the call's."""
+    ctx = words.ctx
+    asked = [(call, d, confirm_id_for(ctx.conversation_id, call["id"] or ""))
+             for call, d in group]
+    call, d, confirm_id = asked[0]
+    with TRACER.start_as_current_span("agentchat.card", record_exception=False,
+                                      set_status_on_exception=False, attributes={
+            "agentchat.confirm_id": confirm_id, "agentchat.tool": call["name"],
+            "agentchat.calls": len(asked),
+            "agentchat.environment": str(d.get("env_context") or ""),
+            "agentchat.permission_granted": d.get("decision") != "deny",
+            "agentchat.turn_id": ctx.turn_id}) as span:
+        # Raises on the first run (the card is shown; the span ends there); returns the
+        # answer on resume.
+        answer = interrupt(card_payload(confirm_id, words, call, d) if len(asked) == 1
+                           else batch_payload(confirm_id, words, asked))
+        answer = answer if isinstance(answer, dict) else {}
+        span.set_attribute("agentchat.result", str(answer.get("result")))
+    per_call = answer.get("calls") if isinstance(answer.get("calls"), dict) else None
+    for call, d, key in asked:
+        if per_call is not None:
+            own = per_call.get(call["id"] or "") or {"result": "denied"}
+        elif len(asked) == 1 or answer.get("confirm_id") == key:
+            own = answer
+        else:
+            # A batched card resumed with an answer of one call (a checkpoint paused on a card
+            # of one call before batching): only that call was asked; never run the others.
+            own = {"result": "denied"}
+        _verdict(call, d, key, own, words, out)
+
+
+def _verdict(call: Any, asked: dict[str, Any], key: str, answer: dict[str, Any],
+             words: CardWords, out: Verdicts) -> None:
+    """One carded call's verdict from its answer: the result, and the re-check (the sidecar
+    asked again with the token of the answer's time: its id goes to ss-tools)."""
+    result, recheck = answer.get("result"), answer.get("recheck")
+    d, in_force = asked, asked
+    if isinstance(recheck, dict) and recheck.get("decision") == "deny":
+        # Confirmed, but the sidecar asked again with the user's current token said no.
+        d, result, in_force = recheck, "denied", recheck
+    elif isinstance(recheck, dict):
+        in_force = recheck
     if d.get("decision") == "allow_with_confirmation" and result == "confirmed":
-        out.approve(call_id, cid, in_force)
+        out.approve(call["id"] or "", key, in_force)
     elif result == "expired":
         out.refuse(call, EXPIRED, "expired")
         out.expired = True
@@ -76,26 +138,3 @@ def confirm_call(call: Any, d: dict[str, Any], words: CardWords, out: Verdicts) 
                    permission_denied(call, d, words))
     else:
         out.refuse(call, "not run: the user denied it", "denied")
-
-
-def ask(confirm_id: str, words: CardWords, call: Any,
-         d: dict[str, Any]) -> tuple[dict[str, Any], str | None, dict[str, Any]]:
-    """The card as an `interrupt()`: the decision (as rechecked), the user's answer, and the
-    decision in force (the re-check's when there was one: its id goes to ss-tools)."""
-    ctx = words.ctx
-    with TRACER.start_as_current_span("agentchat.card", record_exception=False,
-                                      set_status_on_exception=False, attributes={
-            "agentchat.confirm_id": confirm_id, "agentchat.tool": call["name"],
-            "agentchat.environment": str(d.get("env_context") or ""),
-            "agentchat.permission_granted": d.get("decision") != "deny",
-            "agentchat.turn_id": ctx.turn_id}) as span:
-        # Raises on the first run (the card is shown; the span ends there); returns the
-        # answer on resume.
-        answer = interrupt(card_payload(confirm_id, words, call, d))
-        result = answer.get("result") if isinstance(answer, dict) else None
-        recheck = answer.get("recheck") if isinstance(answer, dict) else None
-        span.set_attribute("agentchat.result", str(result))
-    if isinstance(recheck, dict) and recheck.get("decision") == "deny":
-        # Confirmed, but the sidecar asked again with the user's current token said no.
-        return recheck, "denied", recheck
-    return d, result, recheck if isinstance(recheck, dict) else d

@@ -30,7 +30,8 @@ SELECT *, expires_at <= now() AS expired FROM confirmations
  ORDER BY created_at LIMIT 1
 """
 RESOLVE_CONFIRMATION = """
-UPDATE confirmations SET status = %(status)s, resolved_at = now()
+UPDATE confirmations SET status = %(status)s, resolved_at = now(),
+       payload = coalesce(%(payload)s::jsonb, payload)
  WHERE confirm_id = %(confirm_id)s AND status = 'pending'
 RETURNING confirm_id
 """
@@ -56,14 +57,21 @@ async def pending_confirmation(db: Db, conversation_id: str) -> Row | None:
     return await fetch_one(db, PENDING_CONFIRMATION, {"id": conversation_id})
 
 
-def send_resolve(conn: psycopg.AsyncConnection[Any], confirm_id: str,
-                 status: str) -> Awaitable[psycopg.AsyncCursor[Row]]:
-    """`resolve_confirmation`, sent (in a caller's pipeline): a row when it resolved the card."""
-    return conn.execute(RESOLVE_CONFIRMATION, {"confirm_id": confirm_id, "status": status})
+def send_resolve(conn: psycopg.AsyncConnection[Any], confirm_id: str, status: str,
+                 payload: dict[str, Any] | None = None) -> Awaitable[psycopg.AsyncCursor[Row]]:
+    """`resolve_confirmation`, sent (in a caller's pipeline): a row when it resolved the card.
+    `payload`: the card as answered (a batched card's calls each with its `result`), kept so
+    history and a resumed orphan read each call's answer."""
+    return conn.execute(RESOLVE_CONFIRMATION, {
+        "confirm_id": confirm_id, "status": status,
+        "payload": None if payload is None else json.dumps(payload, ensure_ascii=False)})
 
 
-async def resolve_confirmation(db: Db, confirm_id: str, status: str) -> bool:
-    """Resolve a pending card; False when someone else resolved it first."""
-    row = await fetch_one(db, RESOLVE_CONFIRMATION, {"confirm_id": confirm_id,
-                                                     "status": status})
+async def resolve_confirmation(db: Db, confirm_id: str, status: str,
+                               payload: dict[str, Any] | None = None) -> bool:
+    """Resolve a pending card (`payload`: as answered, see `send_resolve`); False when
+    someone else resolved it first."""
+    row = await fetch_one(db, RESOLVE_CONFIRMATION, {
+        "confirm_id": confirm_id, "status": status,
+        "payload": None if payload is None else json.dumps(payload, ensure_ascii=False)})
     return row is not None

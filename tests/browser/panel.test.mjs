@@ -217,6 +217,26 @@ test("Confirm denied: ⏹️, nothing runs, idle", async () => {
   await checkState(page, "08-confirm-denied");
 });
 
+test("Batched card: three deploys on one card, one unchecked, only two run", async () => {
+  await mainTab();
+  await newConversation(page);
+  await send(page, "задеплой дашборд 41 в прод; задеплой дашборд 42 в прод; задеплой дашборд 43 в прод");
+  await card(page).waitFor(WAIT);
+  const boxes = card(page).getByRole("checkbox");
+  assert.equal(await boxes.count(), 3);
+  for (let i = 0; i < 3; i++) assert.equal(await boxes.nth(i).isChecked(), true, "all checked");
+  await boxes.nth(1).uncheck();
+  await checkState(page, "08b-batched-card");
+  await card(page).getByRole("button", { name: "Подтвердить" }).click();
+  await page.getByText("▶️ Подтверждено").waitFor(WAIT);
+  await idle(page);
+  const done = tool(page, "Деплой дашборда").getByRole("img", { name: "Готово" });
+  assert.equal(await done.count(), 2, "the two checked deploys ran");
+  const conv = await latestConversation();
+  const [shown] = (await history(conv.id)).flatMap((m) => m.confirmations);
+  assert.deepEqual(shown.card.calls.map((c) => c.result), ["confirmed", "denied", "confirmed"]);
+});
+
 test("Stream cancel: Stop mid-stream, idle, the partial text kept (and stored partial)", async () => {
   await mainTab();
   await newConversation(page);

@@ -484,6 +484,36 @@ def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:
     assert [a["user_actor"] for a in deploys(stack)] == ["dave"]
 
 
+def test_one_approval_covers_the_calls_of_a_batched_card(stack: Stack) -> None:
+    """Three prod deploys of one message: one card, one approval whose digest binds all three
+    (docs/protocol.md §11: sha256 of the JSON list of the calls' digests); each runs once."""
+    who = people(stack)
+    stack.reset_sandbox()
+    _, card = ask(stack, who["bob"], "задеплой дашборд 41 в прод; задеплой дашборд 42 в прод; "
+                                     "задеплой дашборд 43 в прод")
+    calls, approval = card.last["calls"], card.last["approval"]
+    assert len(calls) == 3 and approval["approval_id"] == card.last["confirm_id"]
+    listed = json.dumps([c["args_digest"] for c in calls], separators=(",", ":"))
+    assert approval["args_digest"] == "sha256:" + hashlib.sha256(listed.encode()).hexdigest()
+    one = answer(stack, who["alice"], approval["approval_id"], decision="approve",
+                 args_digest=calls[0]["args_digest"])
+    assert one.status_code == 409 and one.json()["code"] == "STALE_CONFIRMATION", one.text
+    item = get(stack, who["alice"], f"approvals/{approval['approval_id']}").json()
+    assert [c["call_id"] for c in item["calls"]] == [c["call_id"] for c in calls]
+    got = answer(stack, who["alice"], approval["approval_id"], decision="approve",
+                 args_digest=approval["args_digest"])
+    assert got.status_code == 200 and got.json()["status"] == "approved", got.text
+    joined = wait_run(stack, who["bob"], card.conversation_id or "", got.json()["run_id"])
+    assert [e["call_id"] for e in joined.of("tool_end")] == [c["call_id"] for c in calls]
+    assert sorted(a["idempotency_key"] for a in deploys(stack)) == sorted(
+        c["confirm_id"] for c in calls)
+    recs = get(stack, who["bob"], "audit",
+               conversation_id=card.conversation_id).json()["items"]
+    assert len(recs) == 3 and all(
+        [st["detail"].get("by") for st in r["stages"] if st["stage"] == "answer"] == ["alice"]
+        for r in recs)
+
+
 def test_the_panel_shows_waiting_for_approval_and_offers_only_cancel(
         stack: Stack, tmp_path: Path) -> None:
     """The panel's card in Chromium (tests/browser/approval.test.mjs); skipped without a

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from agentchat.agent.audit.chain import GENESIS, args_digest, canonical, check_rows, row_hash
 from agentchat.agent.audit.export import verify_file
 from testkit.raw_chat import Outcome, RawChat
-from testkit.reliability import say
+from testkit.reliability import audit_ok, say
 from testkit.stack import Stack, stack_on_own_database
 from testkit.support import AGENTCHAT, ROOT
 
@@ -234,6 +234,95 @@ def test_an_uncarded_write_is_a_decision_and_an_execution(audit_stack: Stack) ->
     line = stack.audit(decision_id=got[0]["decision_id"])
     assert [(a["operation"], a["env"], a["outcome"]) for a in line] == [
         ("refresh_dataset", "ss-dev", "ok")]
+
+
+# -- one card for several calls (issue 34 item 8) ----------------------------------------------
+
+# One model message, three prod deploys: the offline planner makes one call per clause.
+THREE = "задеплой дашборд 41 в прод; задеплой дашборд 42 в прод; задеплой дашборд 43 в прод"
+
+
+def confirm(stack: Stack, token: str, tab: RawChat, cid: str | None,
+            approve: list[str] | None = None) -> Outcome:
+    message = {"text": "__resume__", "files": [],
+               **({"approve": approve} if approve is not None else {})}
+    return say(stack.agent, token, message, "confirm", cid, tab=tab, timeout=60)
+
+
+def batched(stack: Stack, token: str) -> tuple[RawChat, Outcome, list[dict[str, Any]]]:
+    """Three write calls of one message: one card listing them, the first's fields on top."""
+    stack.reset_sandbox()
+    tab, card = carded(stack, token, THREE)
+    assert len(card.of("confirm_required")) == 1, card.types()
+    calls = card.last["calls"]
+    assert [(c["tool_name"], c["arguments"]) for c in calls] == [
+        ("deploy_dashboard", {"dashboard_id": n, "env_id": "prod"}) for n in (41, 42, 43)]
+    assert all(c["title"] and c["prompt"] and c["risk"] for c in calls)
+    assert (card.last["call_id"], card.last["tool_args"], card.last["confirm_id"]) == (
+        calls[0]["call_id"], calls[0]["arguments"], calls[0]["confirm_id"])
+    assert len({c["confirm_id"] for c in calls}) == 3
+    return tab, card, calls
+
+
+def card_in_history(stack: Stack, token: str, cid: str) -> dict[str, Any]:
+    items = httpx.get(stack.agent.url + "/api/assistant/history", timeout=10,
+                      params={"conversation_id": cid, "limit": 100},
+                      headers={"Authorization": f"Bearer {token}"}).json()["items"]
+    (got,) = [c for m in items for c in m.get("confirmations") or []]
+    return dict(got)
+
+
+def test_one_card_for_three_writes_and_only_the_approved_run(audit_stack: Stack) -> None:
+    stack, alice = audit_stack, audit_stack.token("alice")
+    tab, card, calls = batched(stack, alice)
+    cid = card.conversation_id or ""
+    ids = [c["call_id"] for c in calls]
+
+    # An id not on the card: refused, and the card still waits with nothing run.
+    bad = confirm(stack, alice, tab, cid, [ids[0], "call_not_on_the_card"])
+    assert (bad.kind, bad.last.get("code")) == ("error", "INVALID_REQUEST"), bad.types()
+    with_deny = say(stack.agent, alice, {"text": "__resume__", "files": [], "approve": ids},
+                    "deny", cid, tab=tab, timeout=60)
+    assert with_deny.last.get("code") == "INVALID_REQUEST", with_deny.types()
+    assert stack.audit(operation="deploy_dashboard") == []
+    assert card_in_history(stack, alice, cid)["status"] == "pending"
+
+    done = confirm(stack, alice, tab, cid, [ids[0], ids[2]])
+    assert done.kind == "final", done.types()
+    (resolved,) = done.of("confirm_resolved")
+    assert resolved["result"] == "confirmed"
+    assert [(c["call_id"], c["result"]) for c in resolved["calls"]] == list(zip(
+        ids, ["confirmed", "denied", "confirmed"], strict=True))
+    assert [e["call_id"] for e in done.of("tool_end")] == [ids[0], ids[2]]
+    # Each approved call ran once, with its own key; the denied one never reached ss-tools.
+    lines = stack.audit(operation="deploy_dashboard")
+    assert sorted((a["outcome"], a["idempotency_key"]) for a in lines) == sorted(
+        ("ok", calls[i]["confirm_id"]) for i in (0, 2))
+
+    by_call = {r["call_id"]: r for r in records(stack, alice, conversation_id=cid)}
+    for i in (0, 2):
+        assert stages(by_call[ids[i]]) == ["decision", "card", "decision", "answer",
+                                           "execution"]
+        assert detail(by_call[ids[i]], "answer")["result"] == "confirmed"
+        assert detail(by_call[ids[i]], "card")["calls"] == 3
+    assert stages(by_call[ids[1]]) == ["decision", "card", "answer", "not_run"]
+    assert detail(by_call[ids[1]], "answer")["result"] == "denied"
+    assert detail(by_call[ids[1]], "not_run")["reason"] == "denied"
+
+    shown = card_in_history(stack, alice, cid)
+    assert shown["status"] == "confirmed"
+    assert [c["result"] for c in shown["card"]["calls"]] == ["confirmed", "denied",
+                                                             "confirmed"]
+
+
+def test_a_plain_confirm_of_a_batched_card_runs_every_call(audit_stack: Stack) -> None:
+    stack, alice = audit_stack, audit_stack.token("alice")
+    tab, card, calls = batched(stack, alice)
+    done = confirm(stack, alice, tab, card.conversation_id)
+    assert done.kind == "final", done.types()
+    assert [e["call_id"] for e in done.of("tool_end")] == [c["call_id"] for c in calls]
+    assert sorted(a["idempotency_key"] for a in audit_ok(stack, operation="deploy_dashboard")
+                  ) == sorted(c["confirm_id"] for c in calls)
 
 
 def test_a_call_stopped_while_it_runs_is_recorded_as_cancelled(audit_stack: Stack) -> None:

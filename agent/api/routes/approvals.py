@@ -60,6 +60,8 @@ class ApprovalItem(BaseModel):
     environment: str | None
     risk: str | None
     tool_args: dict[str, Any]
+    # A batched card's calls (issue 34 item 8), approved together; None for one call.
+    calls: list[dict[str, Any]] | None = None
     args_digest: str
     approvers: list[str]
     quorum: int
@@ -87,7 +89,8 @@ def item(row: Row) -> dict[str, Any]:
             "requester": row["requester"], "tool_name": row["tool"],
             "title": card.get("title"), "prompt": card.get("prompt"),
             "environment": row["environment"], "risk": card.get("risk"),
-            "tool_args": card.get("tool_args") or {}, "args_digest": row["args_digest"],
+            "tool_args": card.get("tool_args") or {}, "calls": card.get("calls"),
+            "args_digest": row["args_digest"],
             "approvers": row["approvers"], "quorum": row["quorum"], "status": row["status"],
             "answers": row["answers"], "created_at": row["created_at"],
             "expires_at": row["expires_at"], "escalated_at": row["escalated_at"],

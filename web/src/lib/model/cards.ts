@@ -1,6 +1,20 @@
 /** A card from a `confirm_required` event (docs/protocol.md §2–§3) or a history record. */
 
-import type { CardView } from "./types.js";
+import type { CardCall, CardView } from "./types.js";
+
+/** A batched card's `calls` (several calls of one model message on one card). */
+function callsOf(raw: unknown): CardCall[] {
+  if (!Array.isArray(raw) || raw.length < 2) return [];
+  return raw.filter((c): c is Record<string, unknown> => !!c && typeof c === "object")
+    .map((c) => ({
+      callId: String(c.call_id ?? ""),
+      title: String(c.title ?? ""),
+      prompt: String(c.prompt ?? ""),
+      risk: String(c.risk ?? ""),
+      env: String(c.env_context ?? ""),
+      checked: typeof c.result === "string" ? c.result === "confirmed" : true,
+    }));
+}
 
 /** A `confirm_required` event's card. */
 export function cardFrom(m: Record<string, unknown>, content: string, receivedAt: number, armMs: number): CardView {
@@ -28,6 +42,7 @@ export function cardFrom(m: Record<string, unknown>, content: string, receivedAt
       ? { approvers: Array.isArray(a.approvers) ? a.approvers.map(String) : [],
           quorum: Number(a.quorum ?? 1), approveUrl: String(a.approve_url ?? "") }
       : null,
+    calls: callsOf(m.calls),
     expiresAt: Number.isFinite(exp) ? exp : receivedAt + 300_000,
     armedAt: dangerous ? receivedAt + armMs : receivedAt,
     status: "pending",

@@ -318,6 +318,9 @@ export class ChatModel {
     const item = itemOf(this.items, card) ?? newAssistant(this);
     const p = payload(this, this.#k, "__resume__", action);
     p.message.confirm_id = card.confirmId;
+    if (action === "confirm" && card.calls.length) {
+      p.message.approve = card.calls.filter((c) => c.checked).map((c) => c.callId);
+    }
     void stream.run(this, this.#k, p, item, "resume", "");
   }
 }

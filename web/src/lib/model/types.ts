@@ -48,6 +48,8 @@ export interface ChatPayload {
     last_seq?: number;
     /** An edit's user message, a regenerate's answer (docs/protocol.md §4, "Branches"). */
     message_id?: string;
+    /** A batched card's confirm: the call ids that run, the rest denied (docs/protocol.md §3). */
+    approve?: string[];
   };
   action: "confirm" | "deny" | "retry" | "join" | "edit" | "regenerate" | null;
   conversation_id: string | null;
@@ -206,6 +208,9 @@ export interface CardView {
   /** Set when someone else must approve it (docs/protocol.md §11): Confirm is not offered, the
    * requester may only cancel the request. */
   approval: { approvers: string[]; quorum: number; approveUrl: string } | null;
+  /** A batched card's calls (docs/protocol.md §2, `calls`), each with its checkbox; empty for a
+   * card of one call. */
+  calls: CardCall[];
   /** Epoch ms. */
   expiresAt: number;
   /** Epoch ms from which Confirm is enabled (10 s after a dangerous card arrives). */
@@ -213,6 +218,16 @@ export interface CardView {
   status: CardStatus;
   /** An answer is on its way (buttons off, so a double click cannot answer twice). */
   answering: boolean;
+}
+
+/** One call of a batched card; `checked`: it runs on Confirm (all are, until unchecked). */
+export interface CardCall {
+  callId: string;
+  title: string;
+  prompt: string;
+  risk: string;
+  env: string;
+  checked: boolean;
 }
 
 export interface TextView {

@@ -23,6 +23,8 @@ export interface ApprovalItem {
   environment: string | null;
   risk: string | null;
   tool_args: Record<string, unknown>;
+  /** A batched card's calls, approved together (docs/protocol.md §11); null for one call. */
+  calls?: { call_id: string; prompt: string; arguments: Record<string, unknown> }[] | null;
   args_digest: string;
   approvers: string[];
   quorum: number;
