@@ -60,6 +60,9 @@ class AgentSettings(SelectionSettings):
     # gap's (bench/README.md). 0: the fixed interval.
     flush_events_per_s: float = Field(default=2500.0, ge=0)
     chat_concurrency: int = 1000
+    # How long a job may wait in an idle Gradio queue before it starts (Gradio polls every
+    # 1 ms, which costs an idle replica ~9 % of a core for its two mounted Blocks).
+    gradio_queue_poll_s: float = Field(default=0.01, gt=0, le=0.5)
     # An open /chat stream silent this long sends a `heartbeat` event (docs/protocol.md §2), so
     # a client notices a dead connection after two missed beats; tests shorten it.
     stream_heartbeat_s: float = Field(default=15.0, gt=0)

@@ -66,6 +66,12 @@ def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettin
     # five waves of 40, the last starting 30 s late (bench/agent_scale.py).
     blocks.max_threads = max(settings.chat_concurrency, 40)
     blocks.queue(default_concurrency_limit=settings.chat_concurrency)
+    # Gradio's queue looks for a new job every 1 ms while it has none (and for progress to
+    # send every 10 ms): ~4 % of a core per mounted Blocks on an idle replica, measured. A
+    # job waits at most `gradio_queue_poll_s` to start instead; we send no progress bars.
+    # (No public API: Queue's own attributes, checked by tests/agent/test_gradio_mounts.py.)
+    blocks._queue.sleep_when_free = settings.gradio_queue_poll_s
+    blocks._queue.progress_update_sleep_when_free = max(settings.gradio_queue_poll_s, 0.1)
 
     # --- files only from Gradio's uploads (agent/chat/attachments.py) ------------------------
     # A mounted app gets its path rules and upload limit only from these arguments. Gradio checks

@@ -87,22 +87,20 @@ test("carol deploying to prod: permission denied, close offers alternatives, con
     assert.equal((await audit({ operation: "deploy_dashboard", user_actor: "carol" })).length, 0);
   });
 
-test("several calls in one message: one card at a time, in order; approved calls run after the last",
+test("several calls in one message: one card lists them; the approved subset runs, the rest is denied",
   async () => {
     const client = await connect(alice);
     const first = await chat(client, ["задеплой дашборд 44 в прод и удали дашборд 8 в ss-dev"]);
-    const c1 = card(first).metadata;
-    assert.equal(c1.tool_name, "deploy_dashboard");
-    const second = await chat(client, ["__resume__", "confirm", cid(first)]);
-    assert.equal(resolved(second).metadata.result, "confirmed");
-    const c2 = card(second);
-    assert.ok(c2, `a second card: ${types(second)}`);
-    assert.equal(c2.metadata.tool_name, "delete_dashboard");
-    assert.ok(!types(second).includes("tool_start"), "nothing runs before the last card");
-    const third = await chat(client, ["__resume__", "deny", cid(first)]);
-    const starts = third.filter((e) => e.metadata.type === "tool_start").map((e) => e.metadata.tool);
+    const c = card(first).metadata;
+    assert.equal(c.tool_name, "deploy_dashboard"); // the first listed call's fields, as before
+    assert.deepEqual(c.calls.map((x) => x.tool_name), ["deploy_dashboard", "delete_dashboard"]);
+    assert.ok(!types(first).includes("tool_start"), "nothing runs before the answer");
+    const deploy = c.calls[0].call_id;
+    const answered = await chat(client, [{ text: "__resume__", approve: [deploy] }, "confirm", cid(first)]);
+    assert.equal(resolved(answered).metadata.result, "confirmed");
+    const starts = answered.filter((e) => e.metadata.type === "tool_start").map((e) => e.metadata.tool);
     assert.deepEqual(starts, ["deploy_dashboard"], "only the approved call runs");
-    assert.ok(final(third));
+    assert.ok(final(answered));
   });
 
 test("stale and missing confirmations change nothing", async () => {

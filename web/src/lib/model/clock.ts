@@ -131,19 +131,31 @@ export class Clock {
   }
 }
 
-/** `/active` (docs/protocol.md §4, "Multi-tab gate"): another tab's lease disables Send. */
-/** The multi-tab gate from /active; true when it started following a run (an approval's). */
+/** `/active` (docs/protocol.md §4, "Multi-tab gate"): another tab's lease disables Send; a
+ * card someone else approves is followed into the run the approval started. True when it
+ * started following that run (or reloading history for it). */
 export function applyActive(m: ChatModel, k: Inner, a: Active): boolean {
   const card = m.card;
-  if (a.run?.status === "running" && !k.ownRuns.has(a.run.run_id) && card?.approval &&
-      card.status === "pending" && m.state === "awaiting_confirmation" && m.conversationId) {
-    // Someone else's approval resumed this turn as a new run (docs/protocol.md §11): the
-    // requester's tab follows it live, from its first event (its confirm_resolved settles
-    // the card), in the card's answer.
-    m.gated = false;
-    const item = itemOf(m.items, card) ?? newAssistant(m);
-    void run(m, k, joinPayload(k, a.run.run_id, 0, m.conversationId), item, "join", "");
-    return true;
+  const cid = m.conversationId;
+  if (card?.approval && card.status === "pending" && m.state === "awaiting_confirmation" && cid) {
+    // Someone else's approval resumes this turn as a new run (docs/protocol.md §11): the
+    // requester's tab follows it live from its first event (its confirm_resolved settles the
+    // card), or, when it already ended, reads history.
+    const newest = a.run?.run_id ?? null;
+    const base = k.approvalBase.get(card.confirmId);
+    if (base === undefined) {
+      k.approvalBase.set(card.confirmId, newest); // shown from history: what was newest then
+    } else if (a.run && newest !== base && !k.ownRuns.has(a.run.run_id)) {
+      k.approvalBase.delete(card.confirmId);
+      m.gated = false;
+      if (a.run.status !== "running") {
+        void m.openConversation(cid);
+        return true;
+      }
+      const item = itemOf(m.items, card) ?? newAssistant(m);
+      void run(m, k, joinPayload(k, a.run.run_id, 0, cid), item, "join", "");
+      return true;
+    }
   }
   // Our own lease (a run this tab started) is not a second tab.
   m.gated = a.active && !(a.run && k.ownRuns.has(a.run.run_id));

@@ -97,12 +97,15 @@ export interface Inner {
   readonly ownRuns: Set<string>;
   /** The items before an edit or a regenerate, put back when it is refused before a run. */
   beforeFork: Item[] | null;
+  /** A card someone else approves: the conversation's newest run when it was shown; a newer
+   * one is the run the approval started (clock.ts `applyActive`). By confirm_id. */
+  readonly approvalBase: Map<string, string | null>;
 }
 
 export function inner(o: Options): Inner {
   return {
     o, cur: null, lastDataAt: 0, rejoin: null, reloadAfterReconnect: false,
-    ownRuns: new Set(o.ownRuns?.load() ?? []), beforeFork: null,
+    ownRuns: new Set(o.ownRuns?.load() ?? []), beforeFork: null, approvalBase: new Map(),
   };
 }
 

@@ -109,6 +109,7 @@ export function onStreamData(model: ChatModel, k: Inner, ev: ChatEvent, cur: Cur
       return;
     case "confirm_required":
       item.parts.push(cardFrom(m, ev.content, Date.now(), k.o.armS * 1000));
+      if (m.approval) k.approvalBase.set(String(m.confirm_id), m.run_id ?? null);
       cur.terminal = true;
       model.now = Date.now();
       model.state = "awaiting_confirmation";
