@@ -59,13 +59,30 @@ def empty_database_url(pg_server: str) -> Iterator[str]:
     drop_database(pg_server, url)
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
-          migrated_template: str) -> Iterator[Stack]:
-    """Sandbox, policy sidecar and agent as real processes on a database of their own."""
+@pytest.fixture(scope="session")
+def shared_stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
+                 migrated_template: str) -> Iterator[Stack]:
+    """The default stack, started once per test process (each xdist worker): an agent costs
+    ~11 s of CPU to start (its imports alone ~8 s), so the modules that need no settings of
+    their own share one. `stack` hands it to each module clean."""
     with stack_on_own_database(pg_server, migrated_template,
                                tmp_path_factory.mktemp("stack")) as s:
         yield s
+
+
+@pytest.fixture(scope="module")
+def stack(shared_stack: Stack) -> Iterator[Stack]:
+    """Sandbox, policy sidecar and agent as real processes on a database of their own, shared
+    by the modules of this test process: each module starts with the sandbox reset (its
+    world, audit, idempotency records and faults) and its extra agents are stopped after it.
+    Tests isolate themselves as before: new conversations, their own users' data."""
+    shared_stack.reset_sandbox()
+    base = len(shared_stack.agents)
+    yield shared_stack
+    for extra in shared_stack.agents[base:]:
+        extra.stop()
+    del shared_stack.agents[base:]
+    shared_stack.reset_sandbox()
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,8 @@ def test_snapshot_agrees_with_enforce_on_a_realistic_policy(tmp_path: Path, cata
     assert sum(r.dom == "*" and r.obj in catalog.names for r in source.rules) > 80
     assert len(source.context_rules) > 50
     snapshot, reference = Snapshot(source, catalog), ReferenceEnforcer(source, catalog)
-    requests = random_requests(catalog, 2000)
+    # 600 requests: pycasbin's enforce takes ~20 ms each on this policy (2,000 took 47 s).
+    requests = random_requests(catalog, 600)
     mismatches = [(roles, dom, obj) for roles, dom, obj in requests
                   if snapshot.check(roles, dom, obj).allowed != reference.allowed(roles, dom, obj)]
     assert mismatches == []
@@ -53,13 +54,13 @@ def test_snapshot_agrees_with_enforce_on_a_realistic_policy(tmp_path: Path, cata
     scoped_any = [(roles, obj) for roles, dom, obj in requests if dom == "*"
                   and all(env is not None for _, env in roles)]
     admitted = sum(snapshot.check(roles, "*", obj).allowed for roles, obj in scoped_any)
-    assert len(scoped_any) > 200 and 0 < admitted < len(scoped_any)
-    context = [r for r in requests[:1000]
+    assert len(scoped_any) > 60 and 0 < admitted < len(scoped_any)
+    context = [r for r in requests
                if snapshot.context_rule(*r, "untrusted") != reference.context_rule(*r, "untrusted")
                or snapshot.context_rule(*r, "trusted") or reference.context_rule(*r, "trusted")]
     assert context == []
-    carded = sum(snapshot.context_rule(*r, "untrusted") for r in requests[:1000])
-    assert 50 < carded < 950
+    carded = sum(snapshot.context_rule(*r, "untrusted") for r in requests)
+    assert 30 < carded < 570
 
 
 def test_shipped_policy_agrees_with_enforce_everywhere(catalog) -> None:
