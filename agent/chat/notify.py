@@ -55,6 +55,10 @@ def summary(body: dict[str, Any], link: str) -> str:
     """The one-line `text`, in the card's language (its prompt's), for a chat webhook."""
     lang = turn_language(str(body.get("prompt") or ""))
     who, what = body.get("requester"), body.get("prompt") or body.get("tool_name")
+    calls = body.get("calls")
+    if isinstance(calls, list) and len(calls) > 1:  # a card of several calls: each named
+        what = "; ".join(str(c.get("prompt") or c.get("tool_name")) for c in calls
+                         if isinstance(c, dict))
     event = body.get("event")
     if event == "approval_answered":
         verb = pick(lang, "одобрил" if body.get("decision") == "approve" else "отклонил",

@@ -29,7 +29,8 @@ _BODY = """jsonb_build_object(
     'requester', a.requester, 'tool_name', a.tool, 'title', c.payload->>'title',
     'prompt', c.payload->>'prompt', 'environment', a.environment,
     'risk', c.payload->>'risk', 'expires_at', a.expires_at,
-    'approve_url', c.payload->'approval'->>'approve_url', 'args_digest', a.args_digest)"""
+    'approve_url', c.payload->'approval'->>'approve_url', 'args_digest', a.args_digest,
+    'calls', c.payload->'calls')"""
 
 # Approvals past their expiry or their escalation time, marked once (any replica, racing, marks
 # each once: the update is conditional) and told in the same statement.

@@ -94,7 +94,9 @@ test("several calls in one message: one card lists them; the approved subset run
     const c = card(first).metadata;
     assert.equal(c.tool_name, "deploy_dashboard"); // the first listed call's fields, as before
     assert.deepEqual(c.calls.map((x) => x.tool_name), ["deploy_dashboard", "delete_dashboard"]);
-    assert.ok(!types(first).includes("tool_start"), "nothing runs before the answer");
+    // Reads may run first (the object's name for the card); no listed write before the answer.
+    const before = first.filter((e) => e.metadata.type === "tool_start").map((e) => e.metadata.tool);
+    assert.ok(!before.some((t) => t === "deploy_dashboard" || t === "delete_dashboard"), `${before}`);
     const deploy = c.calls[0].call_id;
     const answered = await chat(client, [{ text: "__resume__", approve: [deploy] }, "confirm", cid(first)]);
     assert.equal(resolved(answered).metadata.result, "confirmed");

@@ -41,7 +41,7 @@ from aiosmtpd.controller import Controller
 
 from agentchat.settings import PACKAGE_DATA
 from testkit.raw_chat import Outcome, RawChat
-from testkit.reliability import say
+from testkit.reliability import say, wait_for
 from testkit.stack import Stack, stack_on_own_database
 from testkit.support import free_port
 
@@ -484,7 +484,8 @@ def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:
     assert [a["user_actor"] for a in deploys(stack)] == ["dave"]
 
 
-def test_one_approval_covers_the_calls_of_a_batched_card(stack: Stack) -> None:
+def test_one_approval_covers_the_calls_of_a_batched_card(stack: Stack,
+                                                         receiver: Receiver) -> None:
     """Three prod deploys of one message: one card, one approval whose digest binds all three
     (docs/protocol.md §11: sha256 of the JSON list of the calls' digests); each runs once."""
     who = people(stack)
@@ -500,6 +501,13 @@ def test_one_approval_covers_the_calls_of_a_batched_card(stack: Stack) -> None:
     assert one.status_code == 409 and one.json()["code"] == "STALE_CONFIRMATION", one.text
     item = get(stack, who["alice"], f"approvals/{approval['approval_id']}").json()
     assert [c["call_id"] for c in item["calls"]] == [c["call_id"] for c in calls]
+    # The request's webhook lists the calls, and its one-line text names each one.
+    told = wait_for(lambda: [b for b in (json.loads(raw) for _, raw in list(receiver.got))
+                             if b.get("approval_id") == approval["approval_id"]
+                             and b.get("event") == "approval_requested"],
+                    "the request's webhook", 30)
+    assert [c["call_id"] for c in told[0]["calls"]] == [c["call_id"] for c in calls]
+    assert all(c["prompt"] in told[0]["text"] for c in calls), told[0]["text"]
     got = answer(stack, who["alice"], approval["approval_id"], decision="approve",
                  args_digest=approval["args_digest"])
     assert got.status_code == 200 and got.json()["status"] == "approved", got.text
