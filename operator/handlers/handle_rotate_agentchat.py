@@ -198,14 +198,14 @@ async def _pass(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
             subject=spec.service_token.subject, lifetime_s=spec.service_token.lifetime_seconds,
             now=now,
         )
+    assert token is not None
     seen_token_data = token_seen.data if token_seen else {}
     if reason is not None or not seen_token_data.get(c.RESUME_KEY):
-        assert token is not None
+        # The resume key is made once and written beside every renewed token.
         resume_key = seen_token_data.get(c.RESUME_KEY) or secrets.token_urlsafe(48)
         await kube.write(owner, "Secret", names.service_token,
                          {c.TOKEN_KEY: token, c.RESUME_KEY: resume_key}, "service-token",
                          token_seen)
-    assert token is not None
     header, claims = read_claims(token) or ({}, {})
     refresh_at = claims["exp"] - spec.service_token.refresh_margin_seconds
     if reason is not None:
