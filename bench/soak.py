@@ -611,6 +611,7 @@ def check_books(stack: Stack, books: Books) -> dict[str, Any]:
                          if a["operation"] == "deploy_dashboard" and a["outcome"] != "replayed")
     ok = Counter(a["idempotency_key"] for a in audit
                  if a["operation"] == "deploy_dashboard" and a["outcome"] == "ok")
+    bad = [k for k in books.confirmed if executions[k] != 1]
     return {
         "turns_lost": missing_finals + missing_users + still_running + books.turns["lost"],
         "lost_detail": {"finals_not_stored": missing_finals,
@@ -622,8 +623,9 @@ def check_books(stack: Stack, books: Books) -> dict[str, Any]:
         "runs_taken_over": int(taken_over[0]) if taken_over else 0,
         "runs_taken_over_completed": int(taken_over[1]) if taken_over else 0,
         "confirmed": len(books.confirmed),
-        "confirmed_not_executed_once": sum(1 for k in books.confirmed if executions[k] != 1),
-        "confirmed_not_executed_once_keys": [k for k in books.confirmed if executions[k] != 1][:5],
+        "confirmed_not_executed_once": len(bad),
+        "confirmed_not_executed_once_keys": bad[:5],
+        "confirmed_not_executed_once_why": why_not_once(url, audit, bad[:5]),
         "confirmed_executed_ok": sum(1 for k in books.confirmed if ok[k] == 1),
         "denied_but_executed": sum(1 for k in books.denied if executions[k]),
         "rejoined_finals": len(books.rejoined),
@@ -633,6 +635,29 @@ def check_books(stack: Stack, books: Books) -> dict[str, Any]:
         "turns_by_status_or_code": statuses,
         "runs_by_kind_and_status": run_statuses,
     }
+
+
+def why_not_once(url: str, audit: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:
+    """What each side recorded for a confirmed card whose call did not run exactly once: the
+    sandbox's audit rows for its key, and the agent's card, call, turn and run."""
+    if not keys:
+        return {}
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT c.confirm_id, c.status, tc.outcome, tc.error, tc.attempts, t.status,"
+            " t.error_code, r.kind, r.status, r.attempt"
+            " FROM confirmations c"
+            " LEFT JOIN tool_calls tc ON tc.conversation_id = c.conversation_id"
+            "  AND tc.call_id = c.call_id"
+            " LEFT JOIN turns t ON t.id = c.turn_id"
+            " LEFT JOIN LATERAL (SELECT kind, status, attempt FROM runs"
+            "  WHERE runs.conversation_id = c.conversation_id ORDER BY started_at DESC LIMIT 1)"
+            "  r ON true WHERE c.confirm_id = ANY(%s)", (keys,)).fetchall()
+    agent = {r[0]: {"card": r[1], "call": r[2], "call_error": r[3], "attempts": r[4],
+                    "turn": r[5], "turn_error": r[6], "last_run": f"{r[7]}:{r[8]}",
+                    "run_attempt": r[9]} for r in rows}
+    return {k: {"sandbox": [a["outcome"] for a in audit if a["idempotency_key"] == k],
+                "agent": agent.get(k)} for k in keys}
 
 
 def fault_schedule(seconds: float) -> list[tuple[float, str, int]]:

@@ -30,7 +30,11 @@ from testkit.stack import Stack, running_stack
 from testkit.support import create_database, drop_database
 
 # A 2 s lease: a dead replica's turns are orphans 2 s later and the sweeper runs every 2 s.
-ENV = {"AGENTCHAT_LEASE_S": "2"}
+# Takeovers off: these tests drive what a person does when a run is not taken over (Retry,
+# a new message); tests/system/test_takeover.py drives the takeover. With takeovers on, the
+# survivor may take the run over before its turn is swept (a refused submit of the waiting
+# client takes the expired lease again), and Retry then re-runs a finished turn.
+ENV = {"AGENTCHAT_LEASE_S": "2", "AGENTCHAT_AGENT_RUN_TAKEOVER": "false"}
 BOUND_S = 45.0  # a liveness bound for the client's view, generous for a loaded 2-core box
 
 

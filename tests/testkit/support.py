@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import psycopg
 
+from testkit.forkserver import Forked, ForkServer, forkable
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTCHAT = str(Path(sys.executable).parent / "agentchat")
 
@@ -66,7 +68,10 @@ def with_database(server_url: str, dbname: str) -> str:
 
 
 class Service:
-    """A component started as a real process (`agentchat <args>`), stopped on exit."""
+    """A component started as a real process (`agentchat <args>`), stopped on exit.
+
+    `agentchat` services are forks of a template that has imported the product already
+    (testkit/forkserver.py); other executables are started as they are."""
 
     def __init__(self, args: list[str], *, env: dict[str, str], port: int,
                  ready_path: str = "/livez", log: Path | None = None,
@@ -78,14 +83,17 @@ class Service:
         self.url = f"http://127.0.0.1:{port}"
         self.ready_path = ready_path
         self.log_path = log
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | Forked | None = None
 
     def start(self, timeout: float = 60.0) -> Service:
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            [*self.exe, *self.args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-            cwd=ROOT, preexec_fn=_child_setup,
-        )
+        if self.exe == [AGENTCHAT] and forkable(self.env):
+            self.proc = ForkServer.spawn(self.args, env=self.env, cwd=ROOT, log=self.log_path)
+        else:
+            out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+            self.proc = subprocess.Popen(
+                [*self.exe, *self.args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT, preexec_fn=_child_setup,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
