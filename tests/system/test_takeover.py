@@ -230,6 +230,55 @@ def test_sigkill_another_replica_goes_on_with_a_stream_and_a_confirmed_deploy(
         doomed.kill()
 
 
+def test_calls_in_flight_without_a_card_are_sent_again_and_a_write_runs_once(
+        stack: Stack) -> None:
+    """A read and an uncarded write (ss-dev), each held 2 s in the sandbox when their replica
+    dies: the survivor re-sends both (the write with its Idempotency-Key), so the read runs
+    again and the write still runs once."""
+    stack.reset_sandbox()
+    doomed = victim(stack, "doomed-calls")
+    alice = stack.token("alice")
+    try:
+        stack.fault(operation="refresh_dataset", delay_s=2)
+        stack.fault(operation="search_dashboards", delay_s=2)
+        held = {"write": threading.Event(), "read": threading.Event()}
+        out: dict[str, Outcome] = {}
+
+        def send(name: str, text: str) -> threading.Thread:
+            def in_a_tool(o: Outcome) -> None:  # the stream waits on a call: it is held
+                if o.events[-1]["metadata"].get("type") == "tool_start":
+                    threading.Timer(0.3, held[name].set).start()
+            t = threading.Thread(target=lambda: out.setdefault(name, say(
+                doomed, alice, text, on_event=in_a_tool, timeout=BOUND_S)))
+            t.start()
+            return t
+
+        # (no dashboard or dataset read first: its output would make a card due)
+        threads = [send("write", "обнови датасет 5 в ss-dev"),
+                   send("read", "найди дашборды про продажи в ss-dev")]
+        assert all(e.wait(BOUND_S) for e in held.values())
+        doomed.stop(signal.SIGKILL)
+        for t in threads:
+            t.join(BOUND_S)
+        joined = {}
+        for name, o in out.items():
+            assert o.kind == "dropped" and o.of("tool_start"), (name, o.types())
+            joined[name] = asyncio.run(_join(stack.agent, alice, str(o.conversation_id),
+                                             o.last["run_id"], int(o.last["seq"])))
+            assert_resumed(stack, joined[name], o.last["run_id"], int(o.last["seq"]), alice,
+                           str(o.conversation_id))
+            assert joined[name].of("tool_end"), (name, joined[name].types())
+        time.sleep(2.5)  # the killed replica's requests, held in the sandbox, have landed
+        audit = stack.audit()
+        writes = [a for a in audit if a["operation"] == "refresh_dataset"]
+        assert [a["outcome"] for a in writes if a["outcome"] != "replayed"] == ["ok"], writes
+        assert len({a["idempotency_key"] for a in writes}) == 1, writes
+        reads = [a for a in audit if a["operation"] == "search_dashboards"]
+        assert len(reads) >= 1 and all(a["outcome"] == "ok" for a in reads), reads
+    finally:
+        doomed.kill()
+
+
 def test_sigterm_hands_a_run_outliving_the_drain_over_within_2_s(stack: Stack) -> None:
     leaving = victim(stack, "leaving", AGENTCHAT_AGENT_DRAIN_S="0.5")
     try:
@@ -334,3 +383,29 @@ def test_attempts_used_up_end_run_lost_with_the_reason(stack: Stack, paused: Ser
     last = rows(stack.database_url, "SELECT max(seq) AS seq FROM run_events WHERE run_id=%s",
                 run_id)[0]["seq"]
     assert last == lost.last["seq"], "nothing stored after RUN_LOST"
+
+
+def test_a_run_of_the_previous_release_is_marked_lost_not_taken_over(
+        stack: Stack, paused: Service) -> None:
+    """During a rolling update the previous release's replicas keep no resume token (and do
+    not fence their writes): a survivor never takes such a run over; it ends RUN_LOST with
+    the reason `unresumable`, as before issue 33."""
+    alice = stack.token("alice")
+    first = say(paused, alice, "привет and echo 200 words", drop_after=3)
+    cid, run_id = str(first.conversation_id), str(first.last["run_id"])
+    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
+             "the run's row", BOUND_S, pause=0.05)
+    paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        # The row as the previous release stores it: no resume token.
+        rows(stack.database_url, "UPDATE runs SET resume_token = NULL WHERE id=%s"
+             " RETURNING id", run_id)
+        wait_for(lambda: run_row(stack, run_id)["status"] == "lost", "RUN_LOST", BOUND_S,
+                 pause=0.1)
+        lost = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
+    finally:
+        paused.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    assert lost.kind == "error" and lost.last["code"] == "RUN_LOST", lost.types()
+    assert lost.last["reason"] == "unresumable" and not lost.of("run_resumed")
+    row = run_row(stack, run_id)
+    assert row["attempt"] == 1 and row["replica"] == "paused"
