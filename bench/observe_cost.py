@@ -18,6 +18,10 @@ Prints one JSON object on its last line.
 
     TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test \\
         .venv/bin/python bench/observe_cost.py [--blocks 10] [--rounds 10] [--seconds 10]
+
+`--on-env`/`--off-env NAME=VALUE` add to either side: the chart's default sampling is
+`--on-env OTEL_TRACES_SAMPLER=parentbased_traceidratio --on-env OTEL_TRACES_SAMPLER_ARG=0.1`,
+and `--off-env AGENTCHAT_AGENT_AUDIT=true` compares tracing alone (the audit on both sides).
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ def turns(opts: argparse.Namespace, rx: OtlpReceiver) -> dict[str, Any]:
         kind: {"off": [], "on": []} for kind in prompts}
     cpu: dict[str, dict[str, float]] = {kind: {"off": 0.0, "on": 0.0} for kind in prompts}
     try:
-        with stack(tmp, "off", {"AGENTCHAT_AGENT_AUDIT": "false"}, {}) as off, \
+        with stack(tmp, "off", {"AGENTCHAT_AGENT_AUDIT": "false", **dict(opts.off_env)},
+                   {}) as off, \
                 stack(tmp, "on", {"AGENTCHAT_AGENT_AUDIT": "true", **otel}, otel) as on:
             texts: dict[tuple[str, str], str] = {}
             for kind, prompt in prompts.items():
@@ -178,6 +183,10 @@ def main() -> int:
     parser.add_argument("--on-env", action="append", default=[], metavar="NAME=VALUE",
                         type=lambda kv: tuple(kv.split("=", 1)),
                         help="extra environment of the traced stack and sidecar")
+    parser.add_argument("--off-env", action="append", default=[], metavar="NAME=VALUE",
+                        type=lambda kv: tuple(kv.split("=", 1)),
+                        help="extra environment of the untraced stack (e.g. "
+                             "AGENTCHAT_AGENT_AUDIT=true: tracing alone is compared)")
     parser.add_argument("--skip-sidecar", action="store_true")
     parser.add_argument("--skip-turns", action="store_true")
     parser.add_argument("--gcstats", action="store_true",
@@ -203,7 +212,8 @@ def main() -> int:
             "sidecar_p99_under_2ms_tenth_sampled":
                 sidecar_load["on_tenth_sampled"]["p99_ms"] < 2.0}
     print(json.dumps({
-        "bench": "observe_cost", "on_env": dict(opts.on_env), "turns": turn,
+        "bench": "observe_cost", "on_env": dict(opts.on_env), "off_env": dict(opts.off_env),
+        "turns": turn,
         "sidecar_1000_per_s": sidecar_load, "ratios_on_over_off": ratios, "goals": goals}))
     return 0
 

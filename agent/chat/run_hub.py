@@ -235,7 +235,10 @@ class RunHub:
                 await self.flush()
                 if loop.time() >= beat_at:
                     beat_at = loop.time() + self.settings.run_heartbeat_s
-                    running = [r.run_id for r in self.live.values() if not r.done]
+                    # Only runs already stored: one made while the flush above awaited
+                    # has no row yet, and a beat would take it for another replica's.
+                    running = [r.run_id for r in self.live.values()
+                               if not r.done and r.recorded]
                     if running:
                         stops, gone = await store.heartbeat(self.pool, running, self.replica)
                         for run_id in stops:
