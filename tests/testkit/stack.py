@@ -2,8 +2,8 @@
 
 One stack per test module that needs settings of its own; the default stack (tests/conftest.py
 `stack`) is shared by the modules of a test process, since an agent costs ~2 s of CPU to
-start even forked from the pre-imported template (testkit/forkserver.py). Tests isolate themselves by opening new conversations and resetting the sandbox where
-they count its audit.
+start even forked from the pre-imported template (testkit/forkserver.py). Tests isolate
+themselves by opening new conversations and resetting the sandbox where they count its audit.
 
 Everything runs with AGENTCHAT_MODE=dev (unset is production) and the agent's per-user limits
 lifted (most tests run every turn as alice); tests/agent/test_safe_defaults.py sets them low.
