@@ -160,11 +160,16 @@ def start_long_run(stack: Stack, victim: Service, token: str, words: int,
     return cid, run_id, int(first.last["seq"])
 
 
+def start_victim(stack: Stack, r: Round, **env: str) -> Service:
+    started = time.monotonic()
+    victim = stack.start_agent(**env)
+    r.victim_start_s = time.monotonic() - started
+    return victim
+
+
 def sigkill_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: float,
                   token: str) -> None:
-    started = time.monotonic()
-    victim = stack.start_agent(AGENTCHAT_AGENT_REPLICA=f"victim-k{r.index}")
-    r.victim_start_s = time.monotonic() - started
+    victim = start_victim(stack, r, AGENTCHAT_AGENT_REPLICA=f"victim-k{r.index}")
     try:
         run = start_long_run(stack, victim, token, opts.words, r)
         if run is None:
@@ -187,10 +192,8 @@ def sigkill_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: floa
 
 def drain_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: float,
                 token: str) -> None:
-    started = time.monotonic()
-    victim = stack.start_agent(AGENTCHAT_AGENT_REPLICA=f"victim-d{r.index}",
-                               AGENTCHAT_AGENT_DRAIN_S=str(opts.drain_s))
-    r.victim_start_s = time.monotonic() - started
+    victim = start_victim(stack, r, AGENTCHAT_AGENT_REPLICA=f"victim-d{r.index}",
+                          AGENTCHAT_AGENT_DRAIN_S=str(opts.drain_s))
     try:
         run = start_long_run(stack, victim, token, opts.words, r)
         if run is None:

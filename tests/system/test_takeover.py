@@ -18,6 +18,7 @@ paused replica serves the last two tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import statistics
@@ -154,8 +155,15 @@ def test_a_burst_of_new_runs_on_one_replica_all_end_final(stack: Stack) -> None:
     assert [o.kind for o in outs] == ["final"] * 100, [o.types()[-3:] for o in outs
                                                       if o.kind != "final"][:3]
     ids = [str(o.last["run_id"]) for o in outs]
-    assert rows(stack.database_url, "SELECT count(*) AS n FROM runs WHERE id = ANY(%s)"
-                " AND status = 'completed' AND attempt = 1", ids) == [{"n": 100}]
+    # The writer stores a run's end after its final event went out: wait for its last batch.
+    def stored() -> list[dict[str, Any]]:
+        return rows(stack.database_url, "SELECT status, attempt, count(*) AS n FROM runs"
+                    " WHERE id = ANY(%s) GROUP BY 1, 2", ids)
+
+    done = [{"status": "completed", "attempt": 1, "n": 100}]
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: stored() == done, "every run stored completed", 10)
+    assert stored() == done
 
 
 def test_sigkill_another_replica_goes_on_with_a_stream_and_a_confirmed_deploy(
@@ -368,16 +376,24 @@ def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service
     assert row["replica"] != "paused" and row["status"] == "completed"
 
 
+def stored_run(stack: Stack, agent: Service, token: str, text: str
+               ) -> tuple[Outcome, str, str]:
+    """A paced run on `agent` whose client dropped after 3 events, once the writer has stored
+    its row (a run not stored yet cannot be taken over)."""
+    first = say(agent, token, text, drop_after=3)
+    cid, run_id = str(first.conversation_id), str(first.last["run_id"])
+    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
+             "the run's row", BOUND_S, pause=0.05)
+    return first, cid, run_id
+
+
 def test_attempts_used_up_end_run_lost_with_the_reason(stack: Stack, paused: Service) -> None:
     """Every replica that takes the run stops (SIGSTOP: to the others, as dead as a kill):
     the paused replica's run goes to the survivor (attempt 2 of 2), which stops too; the
     first, revived, finds the run's attempts used up and ends it RUN_LOST."""
     survivor = stack.agent
     alice = stack.token("alice")
-    first = say(paused, alice, "привет and echo 200 words", drop_after=3)
-    cid, run_id = str(first.conversation_id), str(first.last["run_id"])
-    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
-             "the run's row", BOUND_S, pause=0.05)
+    first, cid, run_id = stored_run(stack, paused, alice, "привет and echo 200 words")
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
         wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
@@ -409,10 +425,7 @@ def test_a_run_of_the_previous_release_is_marked_lost_not_taken_over(
     not fence their writes): a survivor never takes such a run over; it ends RUN_LOST with
     the reason `unresumable`, as before issue 33."""
     alice = stack.token("alice")
-    first = say(paused, alice, "привет and echo 200 words", drop_after=3)
-    cid, run_id = str(first.conversation_id), str(first.last["run_id"])
-    wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM runs WHERE id=%s", run_id),
-             "the run's row", BOUND_S, pause=0.05)
+    first, cid, run_id = stored_run(stack, paused, alice, "привет and echo 200 words")
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
         # The row as the previous release stores it: no resume token.
