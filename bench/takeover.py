@@ -43,6 +43,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,22 +161,30 @@ def start_long_run(stack: Stack, victim: Service, token: str, words: int,
     return cid, run_id, int(first.last["seq"])
 
 
-def start_victim(stack: Stack, r: Round, **env: str) -> Service:
+@contextlib.contextmanager
+def victim_with_run(stack: Stack, r: Round, opts: argparse.Namespace, token: str,
+                    **env: str) -> Iterator[tuple[Service, str, str, int,
+                                                  tuple[float, float]] | None]:
+    """A fresh victim replica (its start time noted in `r`) with a long run stored on it:
+    (victim, cid, run_id, seq, the survivor's takeover metric before the fault), or None if
+    no run was left to take over. The victim is killed after the round."""
     started = time.monotonic()
     victim = stack.start_agent(**env)
     r.victim_start_s = time.monotonic() - started
-    return victim
+    try:
+        run = start_long_run(stack, victim, token, opts.words, r)
+        yield None if run is None else (victim, *run, metric(stack.agent))
+    finally:
+        victim.kill()
 
 
 def sigkill_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: float,
                   token: str) -> None:
-    victim = start_victim(stack, r, AGENTCHAT_AGENT_REPLICA=f"victim-k{r.index}")
-    try:
-        run = start_long_run(stack, victim, token, opts.words, r)
-        if run is None:
+    with victim_with_run(stack, r, opts, token,
+                         AGENTCHAT_AGENT_REPLICA=f"victim-k{r.index}") as got:
+        if got is None:
             return
-        cid, run_id, seq = run
-        before = metric(stack.agent)
+        victim, cid, run_id, seq, before = got
         assert victim.proc is not None
         os.killpg(victim.proc.pid, signal.SIGKILL)  # the whole group, as Service.kill
         killed = time.monotonic()
@@ -186,20 +195,15 @@ def sigkill_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: floa
             r.latency_s = seen["resumed"] - killed
         r.unowned_s = unowned(stack.agent, before)
         judge(stack, r, joined, cid, run_id)
-    finally:
-        victim.kill()
 
 
 def drain_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: float,
                 token: str) -> None:
-    victim = start_victim(stack, r, AGENTCHAT_AGENT_REPLICA=f"victim-d{r.index}",
-                          AGENTCHAT_AGENT_DRAIN_S=str(opts.drain_s))
-    try:
-        run = start_long_run(stack, victim, token, opts.words, r)
-        if run is None:
+    with victim_with_run(stack, r, opts, token, AGENTCHAT_AGENT_REPLICA=f"victim-d{r.index}",
+                         AGENTCHAT_AGENT_DRAIN_S=str(opts.drain_s)) as got:
+        if got is None:
             return
-        cid, run_id, seq = run
-        before = metric(stack.agent)
+        victim, cid, run_id, seq, before = got
         assert victim.proc is not None
         seen: dict[str, float] = {}
         out: dict[str, Outcome] = {}
@@ -223,8 +227,6 @@ def drain_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: float,
             r.outcome = "join_hung"
             return
         judge(stack, r, out["joined"], cid, run_id)
-    finally:
-        victim.kill()
 
 
 def unowned(agent: Service, before: tuple[float, float]) -> float | None:

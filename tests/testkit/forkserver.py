@@ -38,7 +38,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def _prctl(option: int, value: int) -> None:
+def prctl(option: int, value: int) -> None:
+    """Linux prctl(2), where libc has it (elsewhere a no-op)."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value)
 
@@ -114,10 +115,10 @@ class ForkServer:
     @classmethod
     def _template(cls) -> subprocess.Popen[bytes]:
         if cls._proc is None or cls._proc.poll() is not None:
-            _prctl(PR_SET_CHILD_SUBREAPER, 1)
+            prctl(PR_SET_CHILD_SUBREAPER, 1)
             cls._proc = subprocess.Popen(
                 [sys.executable, "-m", "testkit.forkserver"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, preexec_fn=lambda: _prctl(PR_SET_PDEATHSIG,
+                stdout=subprocess.PIPE, preexec_fn=lambda: prctl(PR_SET_PDEATHSIG,
                                                                   signal.SIGTERM))
         return cls._proc
 
@@ -131,7 +132,7 @@ def _serve() -> None:
         importlib.import_module(name)
     # Replies go on a private copy of stdout; what the product prints must not land there.
     replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    _point(1, os.devnull, os.O_WRONLY)
     for line in sys.stdin.buffer:
         request = json.loads(line)
         try:
@@ -145,6 +146,14 @@ def _serve() -> None:
             sys.exit(_become(request))
         replies.write(json.dumps({"pid": pid}).encode() + b"\n")
         replies.flush()
+
+
+def _point(fd: int, path: str, flags: int) -> None:
+    """Make `fd` an open file of `path`, leaving no other descriptor behind."""
+    opened = os.open(path, flags, 0o644)
+    if opened != fd:
+        os.dup2(opened, fd)
+        os.close(opened)
 
 
 def _fork() -> int:
@@ -182,13 +191,12 @@ def _become(request: dict[str, Any]) -> int:
         if time.monotonic() > deadline:
             return 1  # the test process is gone
         time.sleep(0.001)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != request["reaper"]:
         return 1
-    out = os.open(request["log"] or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
+    _point(0, os.devnull, os.O_RDONLY)
+    _point(1, request["log"] or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.dup2(1, 2)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from testkit.forkserver import Forked, ForkServer, forkable
+from testkit.forkserver import PR_SET_PDEATHSIG, Forked, ForkServer, forkable, prctl
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTCHAT = str(Path(sys.executable).parent / "agentchat")
@@ -27,12 +27,7 @@ def _child_setup() -> None:
     """In the child: its own process group, and SIGTERM when the test process dies (so a
     killed test run leaves no services behind)."""
     os.setsid()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
