@@ -63,8 +63,9 @@ def empty_database_url(pg_server: str) -> Iterator[str]:
 def shared_stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
                  migrated_template: str) -> Iterator[Stack]:
     """The default stack, started once per test process (each xdist worker): an agent costs
-    ~11 s of CPU to start (its imports alone ~8 s), so the modules that need no settings of
-    their own share one. `stack` hands it to each module clean."""
+    ~2 s of CPU to start even forked from the pre-imported template (testkit/forkserver.py),
+    so the modules that need no settings of their own share one. `stack` hands it to each
+    module clean."""
     with stack_on_own_database(pg_server, migrated_template,
                                tmp_path_factory.mktemp("stack")) as s:
         yield s
