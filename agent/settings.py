@@ -29,6 +29,11 @@ class AgentSettings(SelectionSettings):
     # check asked in between carries the old revision, which the sidecar refuses once it has
     # the new one (POLICY_UNAVAILABLE, retryable).
     catalog_check_s: float = Field(default=1.0, gt=0)
+    # A verified user token is kept (by its sha256) until min(exp, this many seconds), while
+    # the JWKS file is unchanged: a submit shows it on each of its Gradio requests and to
+    # /chat, and each full check is an RSA verification on the event loop. 0 entries: off.
+    token_cache_s: float = Field(default=60.0, ge=0, le=600)
+    token_cache_size: int = Field(default=10_000, ge=0)
 
     # The ss-tools API (the sandbox in dev).
     sstools_url: str = "http://127.0.0.1:8800"

@@ -36,7 +36,8 @@ from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import grants as grant_records
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool, migrate, resolve_database_url
-from agentchat.identity import DevUserIssuer, TokenVerifier, user_verifier
+from agentchat.identity import DevUserIssuer, user_verifier
+from agentchat.verified_tokens import CachedVerifier, Verifier
 
 log = logging.getLogger("agentchat.agent")
 
@@ -50,7 +51,7 @@ class Services:
     runner: TurnRunner
     chat: Chat  # the chat domain's door: submit, join
     selection: TurnToolChooser  # which tools a message gets (the debug route asks it too)
-    verifier: TokenVerifier
+    verifier: Verifier  # the user token, cached once verified (verified_tokens.py)
     tokens: ServiceTokenProvider
     dev_issuer: DevUserIssuer | None
     llm_status: LlmStatusProbe  # one cached probe for llm-status and /readyz
@@ -128,7 +129,8 @@ async def build_services(settings: AgentSettings) -> Services:
     )
     graph = build_graph(deps).compile(checkpointer=saver)
     runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s, checkpointer=saver)
-    verifier = user_verifier(settings)
+    verifier = CachedVerifier(user_verifier(settings), ttl_s=settings.token_cache_s,
+                              max_size=settings.token_cache_size)
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
     selection = TurnToolChooser(settings, catalogs)

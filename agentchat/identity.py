@@ -61,10 +61,13 @@ DEMO_USERS: dict[str, list[str]] = {
 
 
 class JwksFile:
-    """A JWKS on disk, re-read when its stat changes (ConfigMaps update by swapping a symlink)."""
+    """A JWKS on disk, re-read when its stat changes (ConfigMaps update by swapping a symlink),
+    stat'ed at most every `check_s` seconds (0: on every call)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, check_s: float = 0.0) -> None:
         self.path = Path(path)
+        self.check_s = check_s
+        self._checked = -float("inf")  # monotonic time of the last stat
         self._stamp: tuple[int, int, int] | None = None
         self._keys: dict[str, jwt.PyJWK] = {}
         self._lock = threading.Lock()
@@ -78,6 +81,10 @@ class JwksFile:
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def keys(self) -> dict[str, jwt.PyJWK]:
+        now = time.monotonic()
+        if now - self._checked < self.check_s:
+            return self._keys
+        self._checked = now
         stamp = self._stat()
         if stamp != self._stamp:
             with self._lock:
@@ -242,7 +249,7 @@ def service_verifier(settings: SharedSettings, jwks: JwksFile | None = None) -> 
         issuer=settings.service_issuer,
         audience=settings.service_audience,
         algorithms=["EdDSA"],
-        jwks=jwks or JwksFile(settings.jwks_path),
+        jwks=jwks or JwksFile(settings.jwks_path, settings.jwks_check_s),
         leeway_s=settings.jwt_leeway_s,
         token_type=SERVICE_TOKEN_TYPE,
     )
@@ -259,7 +266,7 @@ def user_verifier(settings: SharedSettings, jwks: JwksFile | None = None, *,
         issuer=settings.user_issuer,
         audience=settings.user_audience,
         algorithms=settings.user_algorithms,
-        jwks=jwks or JwksFile(settings.user_jwks),
+        jwks=jwks or JwksFile(settings.user_jwks, settings.jwks_check_s),
         leeway_s=settings.jwt_leeway_s,
         forbidden_type=SERVICE_TOKEN_TYPE,
         roles_claim=settings.roles_claim,

@@ -53,6 +53,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -418,7 +419,7 @@ def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float,
     """The same streams from the bare ChatInterface, paced the same, one event per token."""
     with bare_server(tmp, token_delay_s) as bare:
         bspec = {**spec, "url": gradio_url(bare), "agent": False, "message": text,
-                 "token": None}
+                 "token": None, "tokens": []}
         run_client({**bspec, "n": 10})  # warm-up
         pid = bare.proc.pid  # type: ignore[union-attr]
         start = StartWindow(pid, profile_path("bare-start"), spec["n"],
@@ -656,9 +657,13 @@ def main() -> int:
         agent_env["PYTHONPATH"] = str(MEMPROBE)
     with bench_env("agent-scale", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
                    **agent_env) as (stack, tmp):
+        # A token of its own per conversation (one user's, told apart by `jti`), as 200
+        # people's tabs would bring: the agent's token cache saves nothing across them.
         spec = {"mode": "streams", "n": n, "expect": text, "url": stack.gradio_url,
-                "agent": True, "token": stack.token("alice"), "message": prompt}
-        run_client({**spec, "n": 10})  # warm-up: selection, pools, Gradio
+                "agent": True, "token": stack.token("alice"), "message": prompt,
+                "tokens": [stack.token("alice", extra={"jti": uuid.uuid4().hex})
+                           for _ in range(n)]}
+        run_client({**spec, "n": 10, "tokens": []})  # warm-up: selection, pools, Gradio
         gc.collect()
         time.sleep(1.0)
         pid = stack.agent.proc.pid  # type: ignore[union-attr]

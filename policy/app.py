@@ -33,6 +33,7 @@ from agentchat.identity import (
     user_verifier,
 )
 from agentchat.telemetry import fastapi_telemetry, setup_telemetry
+from agentchat.verified_tokens import CachedVerifier
 
 from .decision_log import DecisionLog
 from .engine import (
@@ -48,7 +49,6 @@ from .metrics import PolicyMetrics
 from .reload import PolicyStore
 from .settings import PolicySettings
 from .snapshot import Snapshot
-from .tokens import CachedVerifier
 
 log = logging.getLogger("agentchat.policy")
 # A batch's decisions, as events of its server span (a single check's are the span's attributes).

@@ -20,13 +20,14 @@ from agentchat.agent.gradio.inputs import parse_request
 from agentchat.agent.metrics import EVENTS, FIRST_EVENT, FIRST_TOKEN, STREAM_JOINS
 from agentchat.agent.wiring import Services
 from agentchat.errors import AgentChatError, TokenError
-from agentchat.identity import Principal, TokenVerifier, bearer
+from agentchat.identity import Principal, bearer
+from agentchat.verified_tokens import Verifier
 from agentchat.words import Lang, as_lang, turn_language
 
 log = logging.getLogger("agentchat.agent.gradio.chat_api")
 
 
-def authenticate(verifier: TokenVerifier, req: ChatRequest,
+def authenticate(verifier: Verifier, req: ChatRequest,
                  header_token: str | None) -> Principal:
     """The user behind a submit: the forwarded `Authorization` token or `user_jwt` (both, only
     when they agree); `req.user_jwt` is then the verified token."""

@@ -20,8 +20,12 @@ const { Client } = await import(pathToFileURL(entry).href);
 const spec = JSON.parse(process.env.BENCH_SPEC);
 const now = () => performance.now();
 
+// spec.tokens: one token per client (client i takes tokens[i % length], as many users' tabs
+// would); else spec.token for every client.
+let connected = 0;
 async function connect() {
-  const headers = spec.token ? { Authorization: `Bearer ${spec.token}` } : {};
+  const token = spec.tokens?.length ? spec.tokens[connected++ % spec.tokens.length] : spec.token;
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
   return Client.connect(spec.url, { headers, events: ["data", "status"] });
 }
 

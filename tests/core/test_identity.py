@@ -12,6 +12,7 @@ from agentchat.errors import TokenError
 from agentchat.identity import (
     DEMO_USERS,
     DevUserIssuer,
+    JwksFile,
     parse_roles,
     service_verifier,
     user_verifier,
@@ -19,6 +20,7 @@ from agentchat.identity import (
 from agentchat.keys import KeyRing, load_ring, new_key, save_ring, sign_service_token
 from agentchat.settings import SharedSettings
 from testkit.attacks import SERVICE_ATTACKS, USER_ATTACKS, service_attacks, user_attacks
+from testkit.support import eventually
 
 
 def test_good_tokens_verify_with_roles(settings: SharedSettings, issuer: DevUserIssuer,
@@ -56,8 +58,10 @@ def test_oversized_refused_before_parsing(settings: SharedSettings) -> None:
 
 
 def test_jwks_rotation_three_stages(settings: SharedSettings, ring: KeyRing) -> None:
-    """A token of the previous key verifies while it is in the JWKS; a new current key signs."""
-    verifier = service_verifier(settings)
+    """A token of the previous key verifies while it is in the JWKS; a new current key signs.
+    (The file is read on every token here; `test_jwks_checked_every_check_s` covers the
+    interval the components use.)"""
+    verifier = service_verifier(settings, JwksFile(settings.jwks_path))
     old_token = sign_service_token(ring, issuer=settings.service_issuer,
                                    audience=settings.service_audience)
     old = ring.current()
@@ -82,6 +86,26 @@ def test_jwks_rotation_three_stages(settings: SharedSettings, ring: KeyRing) -> 
         verifier.verify(old_token)
     assert e.value.cause == "unknown_kid"
     assert verifier.verify(new_token)
+
+
+def test_jwks_checked_every_check_s(settings: SharedSettings, ring: KeyRing) -> None:
+    """A key removed from the file is refused once the interval has passed, not before."""
+    token = sign_service_token(ring, issuer=settings.service_issuer,
+                               audience=settings.service_audience)
+    slow = service_verifier(settings, JwksFile(settings.jwks_path, check_s=3600))
+    quick = service_verifier(settings, JwksFile(settings.jwks_path, check_s=0.2))
+    assert slow.verify(token).sub == quick.verify(token).sub == "agentchat-agent"
+    save_ring(settings.keys_dir, KeyRing((new_key("current"),)), settings.jwks_path)
+    assert slow.verify(token).sub == "agentchat-agent"  # its last look was under an hour ago
+
+    def cause() -> str:
+        try:
+            quick.verify(token)
+        except TokenError as e:
+            return e.cause
+        return "verified"
+
+    assert eventually(cause, "unknown_kid") == "unknown_kid"
 
 
 def test_dev_issuer_refused_outside_dev(data_dir, monkeypatch: pytest.MonkeyPatch) -> None:

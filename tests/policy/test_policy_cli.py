@@ -12,8 +12,8 @@ import pytest
 
 from agentchat.errors import TokenError
 from agentchat.identity import DevUserIssuer, user_verifier
-from agentchat.policy.tokens import CachedVerifier
 from agentchat.settings import SharedSettings
+from agentchat.verified_tokens import CachedVerifier
 from testkit.support import AGENTCHAT
 from testkit.synthetic_policies import SHIPPED_POLICY
 

@@ -15,6 +15,7 @@ from agentchat.keys import KeyRing, load_ring, new_key, save_ring, sign_service_
 from agentchat.settings import SharedSettings
 from testkit.attacks import SERVICE_ATTACKS, USER_ATTACKS, service_attacks, user_attacks
 from testkit.policy import PolicyClient, configmap_folder, sidecar, swap_configmap
+from testkit.support import eventually
 from testkit.synthetic_policies import SHIPPED_POLICY
 
 CARD_FIELDS = {"request_id", "decision_id", "decision", "allow", "reason_code", "tool", "risk",
@@ -266,12 +267,16 @@ def test_jwks_rotation_next_current_previous(client: PolicyClient, settings: Sha
     save_ring(settings.keys_dir, rotated, settings.jwks_path)  # next -> current -> previous
     new_token = _service_token(settings, load_ring(settings.keys_dir))
     assert client.check(carol, "list_environments").status_code == 200
-    assert client.check(carol, "list_environments",
-                        service_token=new_token).status_code == 200
+    # The sidecar looks at the JWKS file every AGENTCHAT_JWKS_CHECK_S (1 s); the operator
+    # publishes `next` long before it signs (PRE_PUBLICATION_FLOOR_S), this test does not.
+    assert eventually(lambda: client.check(carol, "list_environments",
+                                           service_token=new_token).status_code, 200) == 200
 
     save_ring(settings.keys_dir, KeyRing((replace(nxt, stage="current"),)), settings.jwks_path)
+    assert eventually(lambda: client.check(carol, "list_environments",
+                                           service_token=old_token).status_code, 401) == 401, \
+        "a cached token of a retired key must not verify"
     gone = client.check(carol, "list_environments", service_token=old_token)
-    assert gone.status_code == 401, "a cached token of a retired key must not verify"
     assert gone.json()["detail"] == "service token refused: unknown_kid"
     assert client.check(carol, "list_environments", service_token=new_token).status_code == 200
 

@@ -10,14 +10,16 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import psycopg
 
 from testkit.forkserver import PR_SET_PDEATHSIG, Forked, ForkServer, forkable, prctl
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTCHAT = str(Path(sys.executable).parent / "agentchat")
@@ -28,6 +30,17 @@ def _child_setup() -> None:
     killed test run leaves no services behind)."""
     os.setsid()
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def eventually(read: Callable[[], T], want: T, timeout: float = 10.0) -> T:
+    """`read()` until it gives `want` or `timeout` passes (a liveness bound); the last value,
+    for the caller's assert."""
+    deadline = time.monotonic() + timeout
+    got = read()
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.1)
+        got = read()
+    return got
 
 
 def free_port() -> int:

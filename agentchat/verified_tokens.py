@@ -1,4 +1,6 @@
-"""Verified tokens, cached by sha256(token) so the hot path skips the signature check.
+"""Verified tokens, cached by sha256(token) so the hot path skips the signature check (the
+policy sidecar's two tokens on every decision; the agent's user token, which a submit shows on
+each of its Gradio requests and again to /chat).
 
 An entry lives until min(exp, the configured TTL) and only while the JWKS it was verified
 against is unchanged (a rotation re-verifies at once). Failures are never cached: a refused
@@ -10,8 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import time
+from typing import Protocol
 
 from agentchat.identity import Principal, TokenVerifier
+
+
+class Verifier(Protocol):
+    """What callers of a verifier use: a token's principal, or TokenError."""
+
+    def verify(self, token: str | None) -> Principal: ...
 
 
 class CachedVerifier:
