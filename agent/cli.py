@@ -12,7 +12,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
 
-    from agentchat.agent.main import create_app
+    from agentchat.agent.main import MountPathClash, create_app
     from agentchat.agent.settings import AgentSettings
     from agentchat.settings import report_unknown_env
 
@@ -31,7 +31,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"agentchat serve: refusing to start: {reasons}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except MountPathClash as e:
+        print(f"agentchat serve: refusing to start: {e}", file=sys.stderr)
+        return 2
     holder = app.state.holder
 
     class DrainingServer(uvicorn.Server):

@@ -57,13 +57,32 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     app = FastAPI(title="AgentChat agent", version="0.1.0", lifespan=lifespan,
                   telemetry=fastapi_telemetry())
     app.state.holder = holder
+    # Gradio first: a submit is several requests to it, and each was matched against every
+    # REST route before reaching its mount (no REST route lies under the mount path).
+    mounted = mount.mount(app, holder, settings)
     app.include_router(api_router)
+    _refuse_shadowed_routes(app, settings.mount_path)
     # Every error, whoever raises it, as `{code, detail}`; a database outage is 503.
     install_error_handlers(app, log, unavailable=STORAGE_ERRORS)
-    mounted = mount.mount(app, holder, settings)
     # Added last so it is the outermost middleware: an oversized body is refused (413) before
     # anything buffers it. Gradio's upload route is exempt: its quotas are the file guard's
     # (agent/gradio/upload_quota.py), which counts the body's parts before Gradio writes them.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        exempt=gradio_upload_paths(settings.mount_path))
     return mounted
+
+
+class MountPathClash(ValueError):
+    """The mount path would hide REST routes (the CLI refuses to start, exit code 2)."""
+
+
+def _refuse_shadowed_routes(app: FastAPI, mount_path: str) -> None:
+    """Gradio is matched first, so a REST route under its mount path could never be reached:
+    such a mount path is refused at start (every REST route is in the OpenAPI schema)."""
+    prefix = mount_path.rstrip("/")
+    shadowed = [p for p in app.openapi()["paths"] if p == prefix or p.startswith(prefix + "/")
+                or not prefix]
+    if shadowed:
+        raise MountPathClash(f"AGENTCHAT_AGENT_MOUNT_PATH {mount_path!r} would hide the REST "
+                             f"routes {', '.join(sorted(shadowed)[:3])}: choose a path of its "
+                             "own")

@@ -228,7 +228,8 @@ class Profiler:
         if self.enabled:
             self.proc = subprocess.Popen([spy, "record", "--pid", str(self.pid), "-f", "raw",
                                           "--full-filenames", "--nolineno", "--nonblocking",
-                                          "-r", str(self.rate), "-o", str(self.out)],
+                                          "-r", str(self.rate), "-o", str(self.out),
+                                          *(["--gil"] if os.environ.get("XGIL") else [])],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)  # attached before the round starts
         self.started = time.monotonic()

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
+from agentchat.agent.main import MountPathClash, create_app
 from agentchat.agent.settings import AgentSettings
 from testkit.reliability import say
 from testkit.stack import Stack
@@ -79,3 +81,18 @@ def test_an_idle_gradio_queue_polls_at_our_pace_not_every_millisecond(tmp_path: 
     _mount_one(FastAPI(), blocks, "/g", settings)
     assert blocks._queue.sleep_when_free == 0.02
     assert blocks._queue.progress_update_sleep_when_free == 0.1
+
+
+def test_gradio_is_matched_first_and_may_not_hide_a_rest_route(tmp_path: Path) -> None:
+    """Gradio's mounts come before the REST routes (a submit's several requests skip them);
+    a mount path with REST routes under it is refused instead of hiding them."""
+    app = create_app(AgentSettings(data_dir=tmp_path, mode="dev"))  # type: ignore[call-arg]
+    first = [getattr(r, "path", None) for r in app.router.routes
+             if getattr(r, "path", "").startswith("/api/agent/gradio")]
+    assert first == ["/api/agent/gradio/page", "/api/agent/gradio"]
+    order = [getattr(r, "path", None) for r in app.router.routes]
+    assert order.index("/api/agent/gradio") < order.index(None)  # None: the REST router
+    for clash in ("/api/agent", "/api/assistant/", "/"):
+        with pytest.raises(MountPathClash, match="would hide the REST"):
+            create_app(AgentSettings(data_dir=tmp_path, mode="dev",  # type: ignore[call-arg]
+                                     mount_path=clash))
