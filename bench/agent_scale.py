@@ -216,6 +216,8 @@ class Profiler:
     """py-spy on a process for the duration of a `with` block (sampling, not pausing it), or
     until `stop()` (e.g. from the client's `all-first` mark, --profile-start)."""
 
+    gil_only = False  # --gil: only the samples holding the GIL (what the event loop waits for)
+
     def __init__(self, pid: int, out: Path, enabled: bool, rate: int = 100) -> None:
         self.pid, self.out, self.enabled, self.rate = pid, out, enabled, rate
         self.proc: subprocess.Popen[bytes] | None = None
@@ -229,7 +231,7 @@ class Profiler:
             self.proc = subprocess.Popen([spy, "record", "--pid", str(self.pid), "-f", "raw",
                                           "--full-filenames", "--nolineno", "--nonblocking",
                                           "-r", str(self.rate), "-o", str(self.out),
-                                          *(["--gil"] if os.environ.get("XGIL") else [])],
+                                          *(["--gil"] if self.gil_only else [])],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)  # attached before the round starts
         self.started = time.monotonic()
@@ -625,6 +627,9 @@ def main() -> int:
                         help="py-spy both processes from the submits until half (the TTFT "
                              "p50; the default) or all of the streams have their first "
                              "token: CPU per turn start by step and by layer")
+    parser.add_argument("--gil", action="store_true",
+                        help="with --profile or --profile-start: count only the samples that "
+                             "hold the GIL (worker threads waiting for it are not CPU)")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="a separate run: tracemalloc snapshots at --stages live streams")
     parser.add_argument("--stages", default="50,100,200")
@@ -640,6 +645,7 @@ def main() -> int:
     opts = parser.parse_args()
     if opts.profile and opts.profile_start:
         parser.error("--profile and --profile-start both attach py-spy: one at a time")
+    Profiler.gil_only = opts.gil
     if opts.tracemalloc:
         print(json.dumps(tracemalloc_run(opts)))
         return 0
