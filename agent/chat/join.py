@@ -103,6 +103,11 @@ async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
         local = local if local and local.conversation_id == conversation_id else None
     if row is None and local is None:
         raise AgentChatError(ErrorCode.NO_RUN, "there is no run to join")
+    if local is not None and row is not None and int(row["epoch"]) != local.epoch:
+        # Taken over while this replica was paused, before its writer noticed: what it holds
+        # is stale, and the run is followed where PostgreSQL says it is.
+        hub.fence(local)
+        local = None
     if local is not None and local.after_seq is not None and last_seq < local.after_seq:
         local = None  # taken over here: the events before the takeover are in PostgreSQL
     if local is not None:

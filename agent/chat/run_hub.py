@@ -166,12 +166,13 @@ class RunHub:
             return
         epoch = await store.epoch_of(self.pool, run.run_id)
         if epoch is not None and epoch != run.epoch:
-            self._fenced(run)
+            self.fence(run)
             raise RunFenced(run.run_id)
         run.verified_at = time.monotonic()
 
-    def _fenced(self, run: Run) -> None:
-        """Another replica owns the run now: its turn stops here and nothing more is stored."""
+    def fence(self, run: Run) -> None:
+        """Another replica owns the run now (its writer or a joiner found a newer epoch
+        stored): its turn stops here and nothing more is stored."""
         if not run.fenced:
             log.warning("run %s belongs to another replica now; stopped here", run.run_id)
         run.fenced = True
@@ -247,7 +248,7 @@ class RunHub:
                         for run_id in running:
                             if (run := self.live.get(run_id)) is not None:
                                 if run_id in gone:
-                                    self._fenced(run)
+                                    self.fence(run)
                                 else:
                                     run.verified_at = now
             except AgentChatError:  # the database is down: keep the events, try again
@@ -302,7 +303,7 @@ class RunHub:
             r.recorded = True
             r.token = None
             if r.run_id in fenced:
-                self._fenced(r)
+                self.fence(r)
         for r, last, done, first in marks:
             r.verified_at = now
             r.written_seq = last
@@ -352,7 +353,7 @@ class RunHub:
                 out = (await takeovers.release(self.pool, ids, self.replica)
                        if self.settings.run_takeover else await self.mark_lost(ids))
             for r in running:
-                self._fenced(r)
+                self.fence(r)
         return out
 
     async def aclose(self) -> None:

@@ -139,7 +139,7 @@ SELECT lost.id, lost.conversation_id, pg_notify(%(channel)s, lost.id),
 # replica has not heartbeat it for `lost_s`.
 FIND_RUN = """
 SELECT r.id, r.conversation_id, r.turn_id, r.kind, r.tab_id, r.replica, r.status, r.last_seq,
-       r.first_kept_seq, r.resumed_after,
+       r.first_kept_seq, r.resumed_after, r.epoch,
        (r.status IN ('running', 'resuming')
         AND r.heartbeat_at < now() - make_interval(secs => %(lost_s)s)) AS stale
   FROM runs r JOIN conversations c ON c.id = r.conversation_id AND c.owner = %(owner)s
