@@ -427,13 +427,17 @@ def bare_run(tmp: Path, spec: dict[str, Any], text: str, token_delay_s: float,
         pid = bare.proc.pid  # type: ignore[union-attr]
         start = StartWindow(pid, profile_path("bare-start"), spec["n"],
                                      profile_start) if profile_start else None
-        with Profiler(pid, profile_path("bare"), profile) as prof:
+        # Its memory too, as the agent's is read: a peak that grows with the machine's load
+        # shows in both (the goal is the agent's alone).
+        with RssSampler(pid) as rss, Profiler(pid, profile_path("bare"), profile) as prof:
+            before = rss.rss()
             cpu0 = cpu_seconds(pid)
             run = run_client({**bspec, "mark_first": True} if start else bspec,
                              on_mark=start.on_mark if start else None)
             cpu1 = cpu_seconds(pid)
         out = measure(run, token_delay_s)
         out["cpu_ms_per_token"] = round((cpu1 - cpu0) * 1000 / max(1, out["tokens"]), 3)
+        out["kb_per_conversation"] = {"peak": round((rss.peak - before) / 1024 / spec["n"], 1)}
         if profile:
             out["profile"] = prof.result()
         if start:
