@@ -6,9 +6,9 @@ The window runs from the submit to the turn's first tool call (`INSERT INTO tool
 Left out: the graph's own statements (LangGraph's checkpoints, which a card's re-check reads
 too) and the run writer's (`runs`, `run_events`: one task per replica stores every run's
 events in batches, beside the turn, never on its path), the approvals' notifier's (the
-outbox it polls) and the takeover poller's, each as the whole transaction it is in; and the
-pool's check of a connection idle for 100 ms or more (an empty query, skipped under load:
-agentchat/db.py), counted apart.
+outbox it polls), the takeover poller's and the sweeper's, each as the whole transaction it is
+in; and the pool's check of a connection idle for 100 ms or more (an empty query, skipped
+under load: agentchat/db.py), counted apart.
 """
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ from testkit.stack import Stack
 
 # LangGraph's tables; the run writer's inserts and updates (a submit only reads `runs`); the
 # approvals' notifier (its own task, polling the outbox: agent/chat/notify.py); the takeover
-# poller (its own task, looking for dead replicas' runs: agent/storage/takeovers.py).
+# poller (its own task, looking for dead replicas' runs: agent/storage/takeovers.py); the
+# sweeper's first pass, which a fast start can bring into the first window (its orphans and
+# the audit's retention cut: agent/chat/sweeper.py).
 NOT_THE_SUBMITS = re.compile(r"\bcheckpoint\w*|\brun_events\b|\b(INSERT INTO|UPDATE) runs\b"
-                             r"|\bapproval_outbox\b|'attempts_used_up'", re.I)
+                             r"|\bapproval_outbox\b|'attempts_used_up'|\bWITH orphans AS\b"
+                             r"|\bmin\(seq\) - 1 FROM audit_rows\b", re.I)
 TOOL_STARTS = re.compile(r"INSERT INTO tool_calls\b", re.I)
 GRAPH = re.compile(r"\bcheckpoint", re.I)
 
@@ -39,7 +42,8 @@ GRAPH = re.compile(r"\bcheckpoint", re.I)
 def wired(stack: Stack) -> Iterator[tuple[Any, PgWire]]:
     info = psycopg.conninfo.conninfo_to_dict(stack.database_url)
     proxy = PgWire(int(info.get("port") or 5432), str(info.get("host") or "127.0.0.1")).start()
-    # A long lease: its heartbeat (every lease_s / 3) and the sweeper stay out of the window.
+    # A long lease: its heartbeat (every lease_s / 3) and the sweeper's later passes stay out
+    # of the windows (its first, at start, is left out by NOT_THE_SUBMITS).
     agent = stack.start_agent(DATABASE_URL=proxy.url(stack.database_url),
                               AGENTCHAT_AGENT_LEASE_S="120")
     yield agent, proxy
