@@ -31,7 +31,7 @@ from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.agent.graph.state import GraphDeps
 from agentchat.agent.graph.tool_runtime import ToolRuntime
-from agentchat.agent.selection.turn_tools import SelectionQueue, TurnToolChooser
+from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import grants as grant_records
 from agentchat.catalog_source import CatalogSource
@@ -50,7 +50,7 @@ class Services:
     http: httpx.AsyncClient
     runner: TurnRunner
     chat: Chat  # the chat domain's door: submit, join
-    selection: SelectionQueue  # which tools a message gets (the debug route asks it too)
+    selection: TurnToolChooser  # which tools a message gets (the debug route asks it too)
     verifier: Verifier  # the user token, cached once verified (verified_tokens.py)
     tokens: ServiceTokenProvider
     dev_issuer: DevUserIssuer | None
@@ -133,7 +133,7 @@ async def build_services(settings: AgentSettings) -> Services:
                               max_size=settings.token_cache_size)
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
-    selection = SelectionQueue(TurnToolChooser(settings, catalogs))
+    selection = TurnToolChooser(settings, catalogs)
     starts = TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
                         replica=hub.replica)
     chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,

@@ -18,6 +18,7 @@ no connection is held while it runs.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -33,7 +34,7 @@ from agentchat.agent.chat.turn_task import Turn, TurnRunner
 from agentchat.agent.graph.prompt import TurnContext
 from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.graph.taint import user_message
-from agentchat.agent.selection.turn_tools import SelectionQueue
+from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import branches, confirmations, conversations, submits
 from agentchat.agent.storage import turns as turn_records
@@ -45,7 +46,7 @@ from agentchat.words import Lang, turn_language
 
 class TurnStarts:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
-                 tools: SelectionQueue, replica: str) -> None:
+                 tools: TurnToolChooser, replica: str) -> None:
         self.settings = settings
         self.replica = replica  # this replica's id (runs live elsewhere are others')
         self.pool = pool
@@ -57,7 +58,7 @@ class TurnStarts:
     async def plan(self, conversation_id: str, turn_id: str, token: str, text: str,
                    env_id: str | None, uicontext: dict[str, Any] | None) -> TurnRuntime:
         """A new plan for a turn: the tools offered and the prefetch (a message, a retry)."""
-        plan = await self.tools.choose(text, uicontext, env_id)
+        plan = await asyncio.to_thread(self.tools.choose, text, uicontext, env_id)
         return TurnRuntime(conversation_id=conversation_id, user_jwt=token, tools=plan.tools,
                            turn=TurnContext(env_id=env_id, uicontext=uicontext),
                            prefetch=plan.prefetch,
@@ -276,7 +277,7 @@ class TurnStarts:
     def executed(self, calls: list[Row], lang: Lang) -> list[dict[str, Any]]:
         """The writes among calls that ran, as `forked_from` lists them: the catalog's tool,
         its title in the turn's language, the environment it targeted."""
-        catalog = self.tools.chooser.catalogs.current()
+        catalog = self.tools.catalogs.current()
         out = []
         for call in calls:
             tool = catalog.get(str(call["tool"]))

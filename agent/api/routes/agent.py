@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime
 from typing import Any
@@ -91,6 +92,6 @@ async def debug_tool_selection(
     except ValueError:
         raise AgentChatError(ErrorCode.INVALID_REQUEST, "bad UIContext") from None
     # A worker thread, as for a turn: a 16 KB query's keywords and fallback take tens of ms.
-    plan = await services.selection.choose(q, ctx, None)
+    plan = await asyncio.to_thread(services.selection.choose, q, ctx)
     return SelectionDebug(tools=plan.tools, prefetch=[p["args"] for p in plan.prefetch],
                           explain=plan.explain)
