@@ -41,13 +41,11 @@ from agentchat.agent.graph.nodes import Nodes
 from agentchat.agent.graph.state import AgentState, GraphDeps, TurnRuntime, last_ai
 
 
-# The routes are coroutines: LangGraph runs a plain function in the default thread pool, which
-# a burst of turns fills with tool selection, so a turn's start waited there behind the others'.
-async def start(state: AgentState, runtime: Runtime[TurnRuntime]) -> str:
+def start(state: AgentState, runtime: Runtime[TurnRuntime]) -> str:
     return "prefetch" if runtime.context.prefetch else "model"
 
 
-async def after_model(state: AgentState) -> str:
+def after_model(state: AgentState) -> str:
     ai = last_ai(state)
     return "policy" if ai is not None and ai.tool_calls else END
 
