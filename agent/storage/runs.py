@@ -40,7 +40,7 @@ FENCE = "SELECT id, epoch FROM runs WHERE id = ANY(%(ids)s::text[]) FOR NO KEY U
 WRITE_EVENTS = """
 WITH ev AS (
     INSERT INTO run_events (run_id, seq, event)
-    SELECT * FROM unnest(%(ev_runs)s::text[], %(ev_seqs)s::int[], %(ev_events)s::jsonb[])
+    SELECT e->>0, (e->>1)::int, e->2 FROM jsonb_array_elements(%(events)s::jsonb) AS e
     ON CONFLICT (run_id, seq) DO NOTHING
     RETURNING run_id),
 upd AS (
@@ -193,6 +193,15 @@ class Progress:
     epoch: int = 1  # the writer's epoch of the run: a stale one stores nothing
 
 
+def event_rows(progress: Sequence[Progress]) -> str:
+    """A batch's events as one JSON document, `[[run_id, seq, event], …]` (WRITE_EVENTS reads
+    it with jsonb_array_elements). Not three arrays: psycopg dumps a list as an array literal
+    element by element in Python, escaping each event's text, which was 6 % of the agent's
+    CPU at 200 live runs (py-spy; bench/run_writer.py measures the two side by side)."""
+    return json.dumps([(p.run_id, seq, ev) for p in progress for seq, ev in p.events],
+                      ensure_ascii=False)
+
+
 async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progress],
                 bases: Sequence[tuple[str, int, str]] = ()) -> list[str]:
     """One transaction: the new runs, then every run's events and progress (notified), and
@@ -217,10 +226,8 @@ async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progre
             progress = [p for p in progress if p.run_id not in fenced]
             bases = [b for b in bases if b[0] not in fenced]
         if progress:
-            events = [(p.run_id, seq, ev) for p in progress for seq, ev in p.events]
             await conn.execute(WRITE_EVENTS, {
-                "ev_runs": [e[0] for e in events], "ev_seqs": [e[1] for e in events],
-                "ev_events": [json.dumps(e[2], ensure_ascii=False) for e in events],
+                "events": event_rows(progress),
                 "ids": [p.run_id for p in progress], "lasts": [p.last_seq for p in progress],
                 "firsts": [p.first_kept for p in progress],
                 "statuses": [p.status for p in progress], "channel": CHANNEL,
