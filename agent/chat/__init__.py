@@ -13,7 +13,9 @@ adapters (agent/gradio/, agent/api/) never reach past it.
     live_run.py      Run: one run's events as a replica keeps them, and its followers
     takeover.py      Takeover: a dead or draining replica's runs go on here (run_resumed)
     join.py          action "join": a run's events after last_seq, then live (LISTEN or polling)
-    events.py        the events as ChatMessage dicts (to_message) and the text coalescing
+    events.py        the events as ChatMessage dicts (to_message); a queued backlog joined
+    turn_text.py     TurnText: a turn's text coalesced as it is written (one stream_token a
+                     flush interval)
     user_limits.py   per-user limits (RATE_LIMITED): runs, streams, submits; PerMinute
     attachments.py   files attached to a message: Gradio's upload folder, who owns each upload,
                      reading one safely, expiry and deletion

@@ -1,6 +1,7 @@
-"""The events a client sees (docs/protocol.md §2): ChatMessage dicts, and the coalescing of a
-turn's text so a stream keeps the model's pace under load (docs/architecture.md, "Streaming
-at scale").
+"""The events a client sees (docs/protocol.md §2): ChatMessage dicts, and a turn's queued
+text joined when its reader falls behind (the text is coalesced as it is written:
+turn_text.py), so a stream keeps the model's pace under load (docs/architecture.md,
+"Streaming at scale").
 
 Every event carries `seq` (1, 2, 3… within its run), `run_id` (null on an error raised before
 a run exists) and `conversation_id`; a stream_token's `content` is the whole answer so far.
@@ -9,8 +10,7 @@ a run exists) and `conversation_id`; a stream_token's `content` is the whole ans
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agentchat.agent.chat.turn_task import END_OF_STREAM
@@ -77,48 +77,26 @@ def text_after(text: str, kept: dict[str, Any]) -> str:
     return text + str(meta.get("token") or "") if kind == "stream_token" else text
 
 
-async def coalesce(queue: asyncio.Queue[dict[str, Any]],
-                   flush_s: float | Callable[[], float]) -> AsyncIterator[dict[str, Any]]:
-    """Events from a turn with text merged: at most one stream_token per flush interval
-    (a number, or a function read at each flush: adaptive coalescing).
-
-    Every token already queued joins the event being built, so a reader slowed by load gets
-    the backlog in one event instead of one token per pull (a backlog that never shrinks).
-    """
-    interval = flush_s if callable(flush_s) else (lambda: flush_s)
-    buf = ""
-    last = 0.0
+async def coalesce(queue: asyncio.Queue[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    """A turn's events (its text already coalesced as it was written: turn_text.py), with
+    every stream_token already queued behind one joined to it: a reader slowed by load gets
+    the backlog in one event instead of one per pull (a backlog that never shrinks)."""
     held: dict[str, Any] | None = None  # a non-text event met while draining
     while True:
         if held is not None:
             event, held = held, None
-        elif buf:
-            wait = last + interval() - time.monotonic()
-            if wait <= 0:
-                yield {"type": "stream_token", "token": buf}
-                buf, last = "", time.monotonic()
-                continue
-            try:
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for wraps the get in a
-                # task of its own, and this runs for nearly every model token.
-                async with asyncio.timeout(wait):
-                    event = await queue.get()
-            except TimeoutError:
-                continue
         else:
             event = await queue.get()
         if event["type"] == "stream_token":
-            buf += event["token"]
-            while held is None and not queue.empty():
+            buf = event["token"]
+            while not queue.empty():
                 nxt = queue.get_nowait()
-                if nxt["type"] == "stream_token":
-                    buf += nxt["token"]
-                else:
+                if nxt["type"] != "stream_token":
                     held = nxt
-            continue
-        if buf:
+                    break
+                buf += nxt["token"]
             yield {"type": "stream_token", "token": buf}
-            buf, last = "", time.monotonic()
+            continue
         if event is END_OF_STREAM:
             return
         yield event

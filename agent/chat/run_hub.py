@@ -1,7 +1,8 @@
 """Runs (docs/protocol.md §4, "Runs"): every streaming submit is a run whose events can be
 rejoined, on this replica from memory and on any replica from PostgreSQL.
 
-A run's pump reads its turn's events through the coalescing (stream.coalesce), gives each a
+A run's pump reads its turn's events, their text coalesced at the hub's flush interval as the
+turn writes it (turn_text.py, a backlog joined by events.coalesce), gives each a
 `seq` and its `run_id`, and keeps it: in memory for the submit's own stream and joiners
 here, and for the writer, which stores every live run's new events in one statement per
 round trip (so a busy replica writes bigger batches, not more of them), heartbeats the live
@@ -118,6 +119,7 @@ class RunHub:
             await self._owned(run)
 
         run.fence, turn.guard = fence, guard
+        turn.out.flush_s = self.flush_interval
         self.live[run.run_id] = run
 
         def add(event: dict[str, Any]) -> None:
@@ -136,7 +138,7 @@ class RunHub:
             try:
                 for event in early:
                     add(event)
-                async for event in coalesce(turn.queue, self.flush_interval):
+                async for event in coalesce(turn.queue):
                     add(event)
                     if event["type"] in TERMINAL:
                         status = STATUS_AFTER[event["type"]]

@@ -24,6 +24,7 @@ from langgraph.types import Durability, StreamMode
 from opentelemetry import trace
 
 from agentchat.agent.audit.trail import card_shown
+from agentchat.agent.chat.turn_text import TurnText
 from agentchat.agent.graph.checkpoints import Checkpointer
 from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.graph.taint import own_result
@@ -75,6 +76,7 @@ class Turn:
     # record the turn writes, and its checkpoints, are checked by it first.
     guard: Callable[[], Awaitable[None]] | None = None
     fenced: bool = False
+    out: TurnText = field(init=False)  # the queue as the turn writes it (coalesced text)
 
     async def owned(self) -> None:
         if self.fenced:
@@ -82,14 +84,19 @@ class Turn:
         if self.guard is not None:
             await self.guard()
 
+    def __post_init__(self) -> None:
+        self.out = TurnText(self.queue)
+
     def emit(self, event: dict[str, Any]) -> None:
-        """To the turn's run (run_hub.py), which reads every event, listened to or not."""
-        self.queue.put_nowait(event)
+        """To the turn's run (run_hub.py), which reads every event, listened to or not; the
+        text gathered before it goes first."""
+        self.out.event(event)
 
     def emit_text(self, event: dict[str, Any]) -> None:
-        """The model node's text (TurnRuntime.text_out), straight to the run."""
+        """The model node's text (TurnRuntime.text_out), coalesced on its way to the run
+        (turn_text.py)."""
         self.text += event["token"]
-        self.queue.put_nowait(event)
+        self.out.text(event["token"])
 
 
 class TurnRunner:

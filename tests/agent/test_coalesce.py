@@ -1,6 +1,8 @@
-"""The coalescing of a turn's text (agent/chat/events.py `coalesce`), driven with its real
-queue: whatever the timing, the text arrives whole and in order, every other event keeps its
-place relative to the text, and nothing comes after the end."""
+"""The coalescing of a turn's text: written through its `TurnText` (agent/chat/turn_text.py) as
+the model node and the tools write it, read through `events.coalesce` as the run's pump reads
+it, with the real queue: whatever the timing, the text arrives whole and in order, every other
+event keeps its place relative to the text, nothing comes after the end, and tokens written
+faster than the flush interval arrive together."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from agentchat.agent.chat.events import coalesce
 from agentchat.agent.chat.turn_task import END_OF_STREAM
+from agentchat.agent.chat.turn_text import TurnText
 
 # A turn's output: text tokens, other events (a tool's start, say), and pauses between them.
 STEPS = st.lists(st.one_of(
@@ -22,19 +25,20 @@ STEPS = st.lists(st.one_of(
 
 async def _run(steps: list[tuple[str, Any]], flush_s: float) -> list[dict[str, Any]]:
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    out = TurnText(queue, lambda: flush_s)
 
     async def produce() -> None:
         for kind, value in steps:
             if kind == "token":
-                queue.put_nowait({"type": "stream_token", "token": value})
+                out.text(value)
             elif kind == "event":
-                queue.put_nowait({"type": value})
+                out.event({"type": value})
             else:
                 await asyncio.sleep(value)
-        queue.put_nowait(END_OF_STREAM)
+        out.event(END_OF_STREAM)
 
     async def consume() -> list[dict[str, Any]]:
-        return [event async for event in coalesce(queue, flush_s)]
+        return [event async for event in coalesce(queue)]
 
     producer = asyncio.create_task(produce())
     out = await asyncio.wait_for(consume(), 10)  # a lost end must fail, not hang
@@ -64,3 +68,32 @@ def test_text_whole_and_in_order_events_in_place(steps: list[tuple[str, Any]],
     assert _shape(out) == _shape(put)
     # and no empty text event
     assert all(e["token"] for e in out if e["type"] == "stream_token")
+
+
+def test_tokens_faster_than_the_interval_arrive_together() -> None:
+    """At 0.1 s a flush, 20 tokens written 5 ms apart: the first at once, the other 19 in
+    one or two events, none before the interval, and no timer left behind."""
+    async def run() -> tuple[list[tuple[float, str]], TurnText]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        out = TurnText(queue, lambda: 0.1)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        got: list[tuple[float, str]] = []
+
+        async def read() -> None:
+            async for event in coalesce(queue):
+                got.append((loop.time() - began, event["token"]))
+
+        reader = asyncio.create_task(read())
+        for i in range(20):
+            out.text(f"t{i} ")
+            await asyncio.sleep(0.005)
+        out.event(END_OF_STREAM)
+        await asyncio.wait_for(reader, 10)
+        return got, out
+
+    got, out = asyncio.run(run())
+    assert "".join(t for _, t in got) == "".join(f"t{i} " for i in range(20))
+    assert got[0][1] == "t0 " and 2 <= len(got) <= 3, got
+    assert got[1][0] >= 0.099, got  # the second event waited for the interval
+    assert out._timer is None  # the end flushed what was left
