@@ -7,6 +7,7 @@ faster than the flush interval arrive together."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -71,8 +72,10 @@ def test_text_whole_and_in_order_events_in_place(steps: list[tuple[str, Any]],
 
 
 def test_tokens_faster_than_the_interval_arrive_together() -> None:
-    """At 0.1 s a flush, 20 tokens written 5 ms apart: the first at once, the other 19 in
-    one or two events, none before the interval, and no timer left behind."""
+    """At 0.1 s a flush, 20 tokens written 5 ms apart: the first at once, the others held
+    back: no text event within the interval of the one before (but the end's, which sends
+    what is left), and no timer left behind. Only lower bounds on time: a loaded machine
+    may stretch the writer's pauses, never shorten the interval."""
     async def run() -> tuple[list[tuple[float, str]], TurnText]:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         out = TurnText(queue, lambda: 0.1)
@@ -94,6 +97,8 @@ def test_tokens_faster_than_the_interval_arrive_together() -> None:
 
     got, out = asyncio.run(run())
     assert "".join(t for _, t in got) == "".join(f"t{i} " for i in range(20))
-    assert got[0][1] == "t0 " and 2 <= len(got) <= 3, got
-    assert got[1][0] >= 0.099, got  # the second event waited for the interval
+    assert got[0][1] == "t0 " and len(got) >= 2, got
+    held = [b[0] - a[0] for a, b in itertools.pairwise(got[:-1])]
+    assert all(gap >= 0.099 for gap in held), got  # each waited for the interval
+    assert len(got) <= 2 + (got[-1][0] / 0.1), got  # so at most one an interval
     assert out._timer is None  # the end flushed what was left
