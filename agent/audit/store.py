@@ -6,7 +6,8 @@ the database clock, each entry hashed onto the chain, the rows inserted and the 
 One chain for every replica, so appends serialize on the lock, held from the head's read to
 the commit: two round trips in a pipeline (lock + head; rows + head + commit) and the commit's
 WAL flush. Given a connection already in a transaction (a card's answer), the rows commit or
-roll back with it.
+roll back with it. An append made by a run's turn is fenced in the same statement: it adds
+nothing once the run's epoch moved on (agent/storage/fencing.py), and raises RunFenced.
 There is no UPDATE of a row anywhere; the cut deletes a prefix and moves the head's anchor.
 """
 
@@ -22,6 +23,7 @@ from psycopg.types.json import Jsonb
 
 from agentchat.agent.audit.chain import row_hash, timestamp
 from agentchat.agent.storage.db import Db, Row, connection, fetch_all, fetch_one
+from agentchat.agent.storage.fencing import OWNED, RunFence, current
 
 # A one-key advisory lock (its own space: agentchat.db's locks take two keys or another value).
 AUDIT_LOCK = 0x41430003
@@ -49,13 +51,17 @@ SELECT turn_id, tool, environment, args_hash FROM audit_rows
  WHERE conversation_id = %(conversation_id)s AND call_id = %(call_id)s AND stage = 'decision'
  ORDER BY seq DESC LIMIT 1
 """
-# The rows exactly as hashed (time as chain.timestamp), and the head moved, in one statement.
-INSERT_ROWS = """
-WITH rows AS (
+# The rows exactly as hashed (time as chain.timestamp), and the head moved, in one statement;
+# neither when the appending run's epoch moved on (OWNED; outside a run always true): the
+# head then moves 0 rows.
+INSERT_ROWS = f"""
+WITH owned AS (SELECT {OWNED} AS ok),
+rows AS (
     INSERT INTO audit_rows
-    SELECT * FROM jsonb_populate_recordset(NULL::audit_rows, %(rows)s)
+    SELECT r.* FROM jsonb_populate_recordset(NULL::audit_rows, %(rows)s) AS r, owned
+     WHERE owned.ok
 )
-UPDATE audit_head SET seq = %(seq)s, hash = %(hash)s WHERE id
+UPDATE audit_head SET seq = %(seq)s, hash = %(hash)s FROM owned WHERE id AND owned.ok
 """
 # The cut: the prefix ends before the oldest row at or after the cutoff (rows are appended
 # under one lock with the database's clock, so `at` grows with `seq`; the min keeps it a
@@ -154,10 +160,11 @@ async def place(conn: AsyncConnection[Any], conversations: list[str],
     return Placing(head, seen)
 
 
-async def insert_rows(placing: Placing,
-                      entries: list[Entry]) -> tuple[str, dict[str, Any], int] | None:
-    """The entries hashed onto the chain as one statement (INSERT_ROWS and its parameters)
-    and how many rows it adds; None when every entry was there already."""
+async def insert_rows(placing: Placing, entries: list[Entry], fence: RunFence | None = None
+                      ) -> tuple[str, dict[str, Any], int] | None:
+    """The entries hashed onto the chain as one statement (INSERT_ROWS and its parameters,
+    fenced by `fence`, by default the current run's) and how many rows it adds; None when
+    every entry was there already."""
     head = await placing.head.fetchone()
     assert head is not None, "migration 9 seeds the head"
     seen = {(r["conversation_id"], r["call_id"], r["stage"])
@@ -182,20 +189,29 @@ async def insert_rows(placing: Placing,
         seq, last = seq + 1, row["hash"]
     if not rows:
         return None
-    return INSERT_ROWS, {"rows": Jsonb(rows), "seq": seq, "hash": last}, len(rows)
+    return INSERT_ROWS, {"rows": Jsonb(rows), "seq": seq, "hash": last,
+                         **(fence or current()).params()}, len(rows)
 
 
-async def append(db: Db, entries: list[Entry]) -> int:
-    """Put the entries on the chain, in order; how many were appended."""
+async def append(db: Db, entries: list[Entry], fence: RunFence | None = None) -> int:
+    """Put the entries on the chain, in order; how many were appended. Made by a run (`fence`,
+    by default the current run's): RunFenced, and nothing appended, once it is another's."""
     if not entries:
         return 0
+    fence = fence or current()
+    fence.check()
     once = [(e.call.conversation_id, e.call.call_id, e.stage) for e in entries if e.once]
-    async with connection(db) as conn, conn.pipeline(), conn.transaction():
-        placing = await place(conn, [e.call.conversation_id for e in entries], once)
-        statement = await insert_rows(placing, entries)
-        if statement is None:
-            return 0
-        await conn.execute(statement[0], statement[1])
+    async with connection(db) as conn:
+        async with conn.pipeline(), conn.transaction():
+            placing = await place(conn, [e.call.conversation_id for e in entries], once)
+            statement = await insert_rows(placing, entries, fence)
+            if statement is None:
+                return 0
+            moved = await conn.execute(statement[0], statement[1])
+        # Read once the pipeline synced (no extra round trip): the head moved, or the run
+        # was another's and nothing was appended.
+        if moved.rowcount != 1:
+            raise fence.refused()
         return statement[2]
 
 

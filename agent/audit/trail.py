@@ -15,6 +15,11 @@
 - takeover: another replica took over the run while the call was in flight or confirmed and
   not yet sent (issue 33): run_id, attempt, replica (the new owner), after_seq; the call then
   has one execution, its request re-sent with the same idempotency key.
+
+Rows a run appends (every stage above from its turn's task, and the new owner's `takeover`)
+are fenced by the run's epoch in the appending statement (agent/storage/fencing.py): a replica
+revived after its run was taken over appends nothing more. A card's answer and REST
+approvals are not a run's: they append as before.
 - not_run: why it did not run (refused, denied, permission_denied, revoked, expired,
   halted, policy_unavailable) and a detail: the confirm, tools and policy nodes, card_answers.py.
 
@@ -35,6 +40,7 @@ from agentchat.agent.audit import store
 from agentchat.agent.audit.chain import args_digest
 from agentchat.agent.audit.store import CallRef, Entry
 from agentchat.agent.storage.db import Db
+from agentchat.agent.storage.fencing import RunFence
 from agentchat.catalog import Catalog
 from agentchat.catalog_source import CatalogSource
 
@@ -88,9 +94,11 @@ class AuditTrail:
             env = found if found in self.catalog.environments else None
         return CallRef(conversation_id, turn_id, call_id, tool, env, args_digest(arguments))
 
-    async def append(self, entries: list[Entry], db: Db | None = None) -> None:
+    async def append(self, entries: list[Entry], db: Db | None = None,
+                     fence: RunFence | None = None) -> None:
+        """Fenced by `fence`, by default the current run's (none outside a run)."""
         if self.enabled and entries:
-            await store.append(db if db is not None else self.db, entries)
+            await store.append(db if db is not None else self.db, entries, fence)
 
     async def record_of(self, conversation_id: str, call_id: str,
                         db: Db | None = None) -> CallRef | None:
@@ -102,12 +110,13 @@ class AuditTrail:
 
 
 async def taken_over(trail: AuditTrail | None, *, conversation_id: str,
-                     detail: dict[str, Any]) -> int:
-    """A `takeover` row on each of the conversation's audited calls still in flight; how many."""
+                     detail: dict[str, Any], fence: RunFence) -> int:
+    """A `takeover` row on each of the conversation's audited calls still in flight, fenced
+    by the epoch the new owner claimed (`fence`); how many."""
     if trail is None or not trail.enabled:
         return 0
     calls = await store.in_flight(trail.db, conversation_id)
-    await trail.append([c.entry("takeover", detail) for c in calls])
+    await trail.append([c.entry("takeover", detail) for c in calls], fence=fence)
     return len(calls)
 
 

@@ -72,6 +72,7 @@ class Run:
     epoch: int = 1  # the run's owner epoch as this replica holds it (a takeover raises it)
     token: str | None = None  # the user token a new owner resumes it with (first write only)
     fence: Callable[[], Any] | None = None  # stops the run's turn without a record written
+    halt: Callable[[], Any] | None = None  # the same, its task left to meet the fence (drain)
     fenced: bool = False
     verified_at: float = 0.0  # when PostgreSQL last confirmed the epoch is ours (monotonic)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)

@@ -12,8 +12,10 @@ goes on.
 A run has one owner at a time, fenced by its `epoch` (docs/protocol.md §4, "Takeover"): the
 writer stores a batch only for runs whose epoch is still ours, the heartbeat only beats runs
 still ours, and a run found to be another replica's is stopped here without a word written
-(its turn's records and checkpoints ask `Run`'s guard first). A draining replica releases the
-runs that outlive the drain; agent/chat/takeover.py is the other side.
+(its turn's records and checkpoints ask `Run`'s guard first). The turn's side effects beyond
+our own tables (ss-tools requests, audit rows, planned steps) are fenced in PostgreSQL by the
+run's `RunFence` (agent/storage/fencing.py), filled in here. A draining replica fences the runs
+that outlive the drain here first, then releases them; agent/chat/takeover.py is the other side.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ import psycopg
 from agentchat import heap
 from agentchat.agent.chat.events import coalesce, to_kept
 from agentchat.agent.chat.live_run import STATUS_AFTER, TERMINAL, Run, lost_event_texts
-from agentchat.agent.chat.turn_task import RunFenced, Turn
+from agentchat.agent.chat.turn_task import Turn
 from agentchat.agent.metrics import EVENT_GAP, LIVE_RUNS, SATURATED
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import runs as store
 from agentchat.agent.storage import takeovers
 from agentchat.agent.storage.db import Db
+from agentchat.agent.storage.fencing import RunFenced
 from agentchat.agent.storage.sealing import TokenSeal
 from agentchat.errors import AgentChatError, ErrorCode
 
@@ -109,16 +112,25 @@ class RunHub:
 
     def _launch(self, run: Run, turn: Turn, early: list[dict[str, Any]]) -> Run:
         run.stop = turn.task.cancel if turn.task is not None else None
+        side = turn.fence
+        side.run_id, side.epoch, side.db = run.run_id, run.epoch, self.pool
+        # A takeover goes on with a turn its earlier attempt began: the steps stored before a
+        # write ran are replayed, not asked of the model again (agent/graph/plans.py).
+        side.replay = run.after_seq is not None
+
+        def halt() -> None:  # no side effect more; the turn stops at its next one
+            run.fenced = True
+            turn.fenced = True
 
         def fence() -> None:
-            turn.fenced = True
+            halt()
             if turn.task is not None:
                 turn.task.cancel()
 
         async def guard() -> None:
             await self._owned(run)
 
-        run.fence, turn.guard = fence, guard
+        run.fence, run.halt, turn.guard = fence, halt, guard
         turn.out.flush_s = self.flush_interval
         self.live[run.run_id] = run
 
@@ -270,7 +282,8 @@ class RunHub:
                for r in runs if not r.recorded]
         progress, marks, bases = [], [], []
         for r in runs:
-            last, done = r.last_seq, r.done
+            # A run halted at a drain keeps its events, never an end: it is released as live.
+            last, done = r.last_seq, r.done and not r.fenced
             if last <= r.written_seq and (not done or r.status_written):
                 continue
             start = max(r.written_seq + 1, r.first_seq)
@@ -339,15 +352,19 @@ class RunHub:
         return [str(r["id"]) for r in rows]
 
     async def abandon(self) -> list[str]:
-        """At shutdown, after the drain: store what is left, then release the live runs so
-        another replica goes on with them at once (with takeovers off: mark them lost, so
-        their joiners learn it now rather than after `run_lost_s`). Their turns stop here
-        without a record (a released run is fenced)."""
+        """At shutdown, after the drain: the live runs halted here first (no ss-tools request,
+        audit row or record more: a run released before that could act here and on its new
+        owner at once), what is left stored, then the runs released so another replica goes
+        on with them at once (with takeovers off: marked lost, so their joiners learn it now
+        rather than after `run_lost_s`). Their turns stop here without a record."""
         if not self.settings.run_events:
             return []
+        running = [r for r in self.live.values() if not r.done]
+        for r in running:
+            if r.halt is not None:
+                r.halt()
         with contextlib.suppress(AgentChatError):
             await self.flush()
-        running = [r for r in self.live.values() if not r.done]
         ids = [r.run_id for r in running]
         out: list[str] = []
         if ids:

@@ -24,6 +24,7 @@ from agentchat.agent.metrics import TAKEOVER_SECONDS, TAKEOVERS
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import takeovers
 from agentchat.agent.storage.db import Db
+from agentchat.agent.storage.fencing import RunFence
 
 log = logging.getLogger("agentchat.agent.chat.takeover")
 
@@ -69,6 +70,7 @@ class Takeover:
             last = await takeovers.turn_to_resume(self.pool, str(row["turn_id"]))
             if last is None or last["status"] != "running" or last["user_text"] is None:
                 raise LookupError("its turn is gone or settled")
+            await self._audit(row)
             turn = await self.starts.take_over(self.hub.seal.open(str(row["resume_token"])),
                                                str(row["conversation_id"]),
                                                str(row["tab_id"]), last)
@@ -78,7 +80,8 @@ class Takeover:
             with contextlib.suppress(Exception):
                 await self.hub.mark_lost([run_id], reason="unresumable")
             return
-        await self._audit(row)
+        # No await before this: the turn's task runs from the next one, and its side effects
+        # are fenced from its first step (storage/fencing.py), a replayed step's included.
         self.hub.resume(turn, row)
         TAKEOVERS.labels("resumed").inc()
         TAKEOVER_SECONDS.observe(float(row["unbeaten_s"] or 0.0))
@@ -87,12 +90,13 @@ class Takeover:
 
     async def _audit(self, row: dict[str, Any]) -> None:
         """A `takeover` row on each audited call the run had in flight, before the new attempt
-        re-sends it (so the record reads: takeover, then its one execution). A failed append
+        starts (so the record reads: takeover, then its one execution). A failed append
         is logged, not fatal: the run going on matters more than this note on it."""
         try:
             await taken_over(self.audit, conversation_id=str(row["conversation_id"]), detail={
                 "run_id": str(row["id"]), "attempt": int(row["attempt"]),
-                "replica": self.hub.replica, "after_seq": int(row["last_seq"] or 0)})
+                "replica": self.hub.replica, "after_seq": int(row["last_seq"] or 0)},
+                fence=RunFence(str(row["id"]), int(row["epoch"]), self.pool))
         except Exception:
             log.exception("run %s: the takeover's audit rows were not appended", row["id"])
 

@@ -33,6 +33,7 @@ from agentchat.agent.storage import approvals as approval_records
 from agentchat.agent.storage import confirmations, leases, outbox
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import STORAGE_ERRORS, Db, connection
+from agentchat.agent.storage.fencing import CURRENT, RunFence, RunFenced
 from agentchat.errors import AgentChatError, ErrorCode
 
 log = logging.getLogger("agentchat.agent.chat.turn_task")
@@ -53,11 +54,6 @@ STREAM_MODES: list[StreamMode] = ["custom", "updates"]
 DURABILITY: Durability = "exit"
 
 
-class RunFenced(Exception):
-    """The turn's run belongs to another replica now (taken over, or released at a drain):
-    this turn writes nothing more (docs/protocol.md §4, "Takeover")."""
-
-
 @dataclass
 class Turn:
     """One run of the graph for one submit: a first turn, a resume, or a retry."""
@@ -75,8 +71,18 @@ class Turn:
     # Set by its run (run_hub.py): raises RunFenced once the run's epoch is not ours. Every
     # record the turn writes, and its checkpoints, are checked by it first.
     guard: Callable[[], Awaitable[None]] | None = None
-    fenced: bool = False
+    # The run's epoch as its side effects check it in PostgreSQL (storage/fencing.py): its
+    # ss-tools requests, audit rows and planned steps; filled in by its run.
+    fence: RunFence = field(default_factory=RunFence)
     out: TurnText = field(init=False)  # the queue as the turn writes it (coalesced text)
+
+    @property
+    def fenced(self) -> bool:
+        return self.fence.fenced
+
+    @fenced.setter
+    def fenced(self, value: bool) -> None:
+        self.fence.fenced = value
 
     async def owned(self) -> None:
         if self.fenced:
@@ -158,6 +164,9 @@ class TurnRunner:
                                           self.lease_s)
 
     async def _run(self, turn: Turn) -> None:
+        # The turn's side effects, made from this task and the graph's (copies of its
+        # context), are fenced by its run (agent/storage/fencing.py).
+        CURRENT.set(turn.fence)
         # The root of the turn's trace: graph nodes, policy checks, cards and tool calls nest
         # under it. Ids only; never message text or tokens.
         with TRACER.start_as_current_span("agentchat.turn", attributes={

@@ -9,10 +9,12 @@ machine name); the outcome becomes the model's ToolMessage. The request is built
 `agentchat.tool_request.build_request` from the validated arguments only; a call it refuses
 sends nothing and ends with `tool_error {reason: "invalid_arguments"}`.
 
-The call's `decision_id` (the sidecar's decision that let it run) goes with every attempt as
-`X-Decision-Id`, so the ss-tools audit joins ours. A call is the span `agentchat.tool`, each
-attempt `agentchat.tool.attempt` under it (tool, environment, attempt, outcome; never argument
-values or tokens); TOOL_CALLS and TOOL_SECONDS count them.
+Right before each attempt's request the run's epoch is read from PostgreSQL (never a cache;
+agent/storage/fencing.py): a run another replica took over meanwhile sends nothing more and
+stops (RunFenced). The call's `decision_id` (the sidecar's decision that let it run) goes with
+every attempt as `X-Decision-Id`, so the ss-tools audit joins ours. A call is the span
+`agentchat.tool`, each attempt `agentchat.tool.attempt` under it (tool, environment, attempt,
+outcome; never argument values or tokens); TOOL_CALLS and TOOL_SECONDS count them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.agent.metrics import TOOL_CALLS, TOOL_SECONDS
+from agentchat.agent.storage.fencing import current
 from agentchat.catalog import Catalog
 from agentchat.errors import ErrorCode
 from agentchat.tool_request import InvalidArguments, build_request
@@ -154,6 +157,9 @@ class ToolRuntime:
                 headers["Idempotency-Key"] = idempotency_key
             if decision_id:
                 headers["X-Decision-Id"] = decision_id
+            # A replica paused after its run was taken over (or after the last attempt's
+            # backoff) must not send it: the new owner does, under the same key.
+            await current().verify()
             started = time.monotonic()
             with TRACER.start_as_current_span("agentchat.tool.attempt", attributes={
                     "agentchat.tool": tool_name, "agentchat.attempt": attempt,
