@@ -113,4 +113,18 @@ MIGRATIONS: list[str | Online] = [
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS runs_claimable ON runs (heartbeat_at)"
         " WHERE status IN ('running', 'resuming')",
     )),
+    # 14: the planned calls are durable before any write runs (docs/protocol.md §4,
+    # "Takeover"): a model step that proposed a write, and the turn's model steps before it,
+    # by turn and step (the thread's length when the model was asked: the step its call ids
+    # derive from). A takeover's model node returns the stored message rather than asking the
+    # model again, so the write keeps its calls' ids and idempotency keys. Kept with its turn.
+    """
+    CREATE TABLE IF NOT EXISTS turn_plans (
+        turn_id          text NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+        step             integer NOT NULL,
+        message          jsonb NOT NULL,          -- the AIMessage, langchain's message_to_dict
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (turn_id, step)
+    );
+    """,
 ]

@@ -19,6 +19,18 @@ def refused_call(detail: str) -> dict[str, Any]:
     return {"decision": REFUSED, "reason_code": INVALID_ARGUMENTS, "detail": detail}
 
 
+NOT_JSON = "the arguments are not a JSON object"
+# The message's own record of its calls refused for NOT_JSON (its response_metadata, which no
+# model is sent): a step replayed from turn_plans (graph/plans.py) refuses them again.
+REFUSED_IDS = "agentchat_refused"
+
+
+def refused_of(message: AIMessage) -> dict[str, dict[str, Any]]:
+    """The decisions `with_unique_ids` made for `message`'s calls (its refusals)."""
+    return {cid: refused_call(NOT_JSON)
+            for cid in message.response_metadata.get(REFUSED_IDS) or []}
+
+
 # Call ids of a turn's model messages: the same turn at the same step gets the same ids.
 CALL_NAMESPACE = uuid.UUID("5b0c3f7e-8a41-4d55-9a53-0f2d6c1e7a90")
 
@@ -41,12 +53,15 @@ def with_unique_ids(response: AIMessage, step: str | None = None
         cid = f"call_{mid}_{len(calls)}"
         calls.append({"name": str(bad.get("name") or "unknown"), "args": {}, "id": cid,
                       "type": "tool_call"})
-        refused[cid] = refused_call("the arguments are not a JSON object")
+        refused[cid] = refused_call(NOT_JSON)
     if not calls:
         return response, {}
     kwargs = {k: v for k, v in response.additional_kwargs.items() if k != "tool_calls"}
-    return response.model_copy(update={"tool_calls": calls, "invalid_tool_calls": [],
-                                       "additional_kwargs": kwargs}), refused
+    update: dict[str, Any] = {"tool_calls": calls, "invalid_tool_calls": [],
+                              "additional_kwargs": kwargs}
+    if refused:
+        update["response_metadata"] = {**response.response_metadata, REFUSED_IDS: list(refused)}
+    return response.model_copy(update=update), refused
 
 
 def tool_schemas(catalog: Catalog, names: list[str], lang: Lang = "ru") -> list[dict[str, Any]]:

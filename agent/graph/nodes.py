@@ -15,6 +15,7 @@ from opentelemetry import trace
 
 from agentchat.agent.audit.store import CallRef, Entry
 from agentchat.agent.audit.trail import cut_text, decision_detail
+from agentchat.agent.graph import plans
 from agentchat.agent.graph.calls import refused_call, tool_schemas, with_unique_ids
 from agentchat.agent.graph.cards import CardWords, refusal
 from agentchat.agent.graph.model import stream_reply
@@ -67,6 +68,12 @@ class Nodes:
 
     async def model(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
         ctx = runtime.context
+        # A takeover goes on with the step stored before its write ran (agent/graph/plans.py).
+        kept = await plans.replayed(ctx.turn_id, state["messages"],
+                                    ctx.text_out or get_stream_writer())
+        if kept is not None:
+            return {"messages": [kept[0]], "decisions": kept[1], "approved": [],
+                    "approved_keys": {}}
         schemas = tool_schemas(self.deps.catalog, ctx.tools, ctx.lang)
         try:
             # The node reads the model's stream itself and writes its text to the graph's
@@ -82,6 +89,8 @@ class Nodes:
                                  f"the model is unavailable ({type(e).__name__})") from None
         step = f"{ctx.turn_id}:{len(state['messages'])}" if ctx.turn_id else None
         response, refused = with_unique_ids(response, step)
+        response, refused = await plans.kept(self.deps.catalog, ctx.turn_id, state["messages"],
+                                             response, refused)
         return {"messages": [response], "decisions": refused, "approved": [],
                 "approved_keys": {}}
 

@@ -8,6 +8,10 @@ agent processes on one PostgreSQL, the Gradio queue protocol, the sandbox's audi
   survivor and the sandbox executed it once;
 - SIGTERM with a run outliving the drain: released, resumed on the survivor within 2 s;
 - a stale owner revived (SIGSTOP until the takeover, SIGCONT) writes nothing more for it;
+- ... nor sends the ss-tools request it was about to retry, nor appends an audit row (every
+  side effect fenced in PostgreSQL: agent/storage/fencing.py);
+- a write killed mid-call runs once though the model, asked again, would plan it differently
+  (the planned step stored before the write ran: agent/graph/plans.py);
 - attempts used up (every replica that takes it stopped): RUN_LOST, its detail and `reason`.
 
 The survivor (`stack.agent`) lives for the module; a test starts the replica it kills (one
@@ -36,7 +40,13 @@ import pytest
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import audit_ok, history_items, rows, say, submit, wait_for
 from testkit.stack import Stack, running_stack
-from testkit.support import Service, create_database, drop_database
+from testkit.support import (
+    Service,
+    create_database,
+    drop_database,
+    start_openai_stub,
+    stub_model_env,
+)
 
 # A paced model so a run is still streaming when its replica dies; a short heartbeat and lost
 # bound so a dead replica's run is taken over within seconds; a lease longer than that (the
@@ -327,6 +337,69 @@ def test_sigterm_hands_a_run_outliving_the_drain_over_within_2_s(stack: Stack) -
         leaving.kill()
 
 
+def refresh(dataset: int = 5) -> dict[str, Any]:
+    return {"name": "refresh_dataset", "args": {"dataset_id": dataset, "env_id": "ss-dev"}}
+
+
+def test_a_write_killed_mid_call_runs_once_whatever_the_model_says_next(stack: Stack) -> None:
+    """An uncarded write (ss-dev) held in the sandbox when its replica is killed. The model
+    would plan the step differently if asked again (the write second, after a read: another
+    call id, another Idempotency-Key); the replica that takes the run over, on the same
+    model, goes on with the step stored before the write ran, so the write runs once and the
+    model is not asked that step again."""
+    stack.reset_sandbox()
+    model = start_openai_stub()
+    env = stub_model_env(model)
+    doomed, heir = victim(stack, "fickle-doomed", **env), victim(stack, "fickle-heir", **env)
+    survivor = stack.agent.proc
+    assert survivor is not None
+    alice = stack.token("alice")
+    try:
+        httpx.post(model.url + "/script", timeout=5, json={"fresh_only": True, "turns": [
+            [refresh()],
+            [{"name": "search_dashboards", "args": {"env_id": "ss-dev"}}, refresh()]],
+        }).raise_for_status()
+        stack.fault(operation="refresh_dataset", delay_s=2)
+        held = threading.Event()
+
+        def in_the_write(o: Outcome) -> None:
+            if o.events[-1]["metadata"].get("type") == "tool_start" and not held.is_set():
+                threading.Timer(0.3, held.set).start()
+
+        out: dict[str, Outcome] = {}
+        sender = threading.Thread(target=lambda: out.setdefault("write", say(
+            doomed, alice, "обнови датасет 5 в ss-dev", on_event=in_the_write,
+            timeout=BOUND_S)))
+        sender.start()
+        assert held.wait(BOUND_S)
+        # The survivor (another model: the offline planner) sits this takeover out.
+        survivor.send_signal(signal.SIGSTOP)
+        try:
+            doomed.stop(signal.SIGKILL)
+            sender.join(BOUND_S)
+            first = out["write"]
+            assert first.kind == "dropped" and first.of("tool_start"), first.types()
+            run_id = str(first.last["run_id"])
+            wait_for(lambda: run_row(stack, run_id)["replica"] == "fickle-heir",
+                     "the heir's takeover", BOUND_S, pause=0.1)
+        finally:
+            survivor.send_signal(signal.SIGCONT)
+        cid = str(first.conversation_id)
+        joined = asyncio.run(_join(heir, alice, cid, run_id, int(first.last["seq"])))
+        assert_resumed(stack, joined, run_id, int(first.last["seq"]), alice, cid)
+        assert joined.of("tool_end"), joined.types()
+        time.sleep(2.5)  # the killed replica's request, held in the sandbox, has landed
+        writes = [a for a in stack.audit() if a["operation"] == "refresh_dataset"]
+        assert [a["outcome"] for a in writes if a["outcome"] != "replayed"] == ["ok"], writes
+        assert len({a["idempotency_key"] for a in writes}) == 1, writes
+        # Asked once for the step (its second answer still queued), then for the answer.
+        seen = httpx.get(model.url + "/seen", timeout=5).json()
+        assert seen["left"] == 1, seen
+    finally:
+        for svc in (doomed, heir, model):
+            svc.kill()
+
+
 @pytest.fixture(scope="module")
 def paused(stack: Stack) -> Iterator[Service]:
     """A replica the tests pause (SIGSTOP) and revive."""
@@ -374,6 +447,63 @@ def test_a_stale_owner_revived_writes_nothing_more(stack: Stack, paused: Service
     assert [a["content"] for a in answers] == [joined.events[-1]["content"]]
     row = run_row(stack, run_id)
     assert row["replica"] != "paused" and row["status"] == "completed"
+
+
+def audit_rows(stack: Stack, cid: str) -> list[dict[str, Any]]:
+    return rows(stack.database_url, "SELECT seq, stage, call_id, detail FROM audit_rows"
+                " WHERE conversation_id=%s ORDER BY seq", cid)
+
+
+def test_a_stale_owner_revived_sends_no_request_and_appends_no_audit_row(
+        stack: Stack, paused: Service) -> None:
+    """Paused in the backoff before an uncarded write's second attempt (the first got a 503),
+    taken over, revived: its attempt is not sent (the run's epoch is read in PostgreSQL right
+    before each request) and it appends no audit row (each append is conditional on the
+    epoch), though its heartbeat has not yet told it the run is another's."""
+    stack.reset_sandbox()
+    stack.fault(operation="refresh_dataset", status=503, times=1)
+    alice = stack.token("alice")
+    proc = paused.proc
+    assert proc is not None
+    stopped: dict[str, Outcome] = {}
+    in_backoff = threading.Event()
+
+    def stop_in_the_backoff(o: Outcome) -> None:
+        if o.of("tool_retry") and not in_backoff.is_set():
+            proc.send_signal(signal.SIGSTOP)
+            stopped["out"] = o
+            in_backoff.set()
+
+    sender = threading.Thread(daemon=True, target=lambda: say(
+        paused, alice, "обнови датасет 5 в ss-dev", on_event=stop_in_the_backoff,
+        timeout=BOUND_S))
+    sender.start()
+    try:
+        assert in_backoff.wait(BOUND_S)
+        first = stopped["out"]
+        cid, run_id = str(first.conversation_id), str(first.last["run_id"])
+        wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
+                 "the survivor's takeover", BOUND_S, pause=0.1)
+        joined = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
+        assert_resumed(stack, joined, run_id, int(first.last["seq"]), alice, cid)
+        assert joined.of("tool_end"), joined.types()
+        sandbox_before = stack.audit(operation="refresh_dataset")
+        trail_before = audit_rows(stack, cid)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    time.sleep(2.5)  # the revived replica's backoff, writer and heartbeat have run by now
+    assert proc.poll() is None, "the revived replica lives on"
+    sandbox = stack.audit(operation="refresh_dataset")
+    assert sandbox == sandbox_before, sandbox[len(sandbox_before):]
+    # The sandbox saw the paused replica's 503, then the call once, from the new owner: under
+    # the decision the survivor took for it.
+    assert [a["outcome"] for a in sandbox] == ["error", "ok"], sandbox
+    trail = audit_rows(stack, cid)
+    assert trail == trail_before, trail[len(trail_before):]
+    assert [r["stage"] for r in trail] == ["decision", "takeover", "decision", "execution"]
+    assert sandbox[1]["decision_id"] == trail[2]["detail"]["decision_id"]
+    assert len({r["call_id"] for r in trail}) == 1, trail
+    sender.join(BOUND_S)
 
 
 def stored_run(stack: Stack, agent: Service, token: str, text: str

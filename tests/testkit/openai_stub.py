@@ -9,8 +9,11 @@ A hostile model for the gate tests: `POST /script {"turns": [[call, ...], ...]}`
 the model says next, one list of tool calls per model request, each call
 `{name, args, id}` (`id` may be missing, null or repeated; `raw_args` sends a string as is).
 After the tool results it answers `ANSWER: ` and every tool result it got, so a test can see
-what reached the model. `GET /seen` lists the tool results and tools offered per request;
-`GET /received` the system prompts and tool descriptions of the last requests (the words a
+what reached the model. With `"fresh_only": true` the queued replies go only to requests that
+end with the user's message (a step's first ask): asked the same thing again, the model
+answers the next one (a model that answers differently each time it is asked).
+`GET /seen` lists the tool results and tools offered per request (`left`: replies still
+queued); `GET /received` the system prompts and tool descriptions of the last requests (the words a
 real model would get), `DELETE /received` forgets them.
 Run: `python tests/testkit/openai_stub.py PORT [MODE]`.
 """
@@ -40,14 +43,15 @@ from agentchat.agent.graph.offline.planner import OfflinePlanner, _chunks
 from testkit.obedient import obey
 
 STATE: dict[str, Any] = {"mode": "ok", "requests": 0, "script": [], "seen": [],
-                         "received": []}
+                         "received": [], "fresh_only": False}
 
 
 def scripted(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
     """The scripted reply for this request as (text, calls), or None to use the planner."""
     last = messages[-1] if messages else {}
     offered = [t["function"]["name"] for t in tools]
-    if STATE["script"]:  # the next scripted reply, whatever came before (a prefetch, say)
+    fresh = last.get("role") == "user" or not STATE["fresh_only"]
+    if STATE["script"] and fresh:  # the next scripted reply, whatever came before (a prefetch)
         STATE["seen"].append({"offered": offered, "results": []})
         return "", STATE["script"].pop(0)
     if last.get("role") == "tool" and STATE["seen"]:
@@ -160,7 +164,9 @@ def _scripted_reply(body: dict[str, Any], text: str, calls: list[dict[str, Any]]
 
 
 async def set_script(request: Request) -> Response:
-    STATE["script"] = list((await request.json())["turns"])
+    body = await request.json()
+    STATE["script"] = list(body["turns"])
+    STATE["fresh_only"] = bool(body.get("fresh_only"))
     STATE["seen"] = []
     return JSONResponse({"queued": len(STATE["script"])})
 
