@@ -6,7 +6,7 @@ the run's `RunFence` in `CURRENT` (LangGraph runs the nodes in copies of that co
 
     ss-tools request   graph/tool_runtime.py asks PostgreSQL for the epoch before each attempt
     audit row          audit/store.py appends only `WHERE` the epoch is still the run's (OWNED)
-    planned step       storage/plans.py stores it only `WHERE` OWNED, before its write runs
+    planned step       storage/turn_plans.py stores it only `WHERE` OWNED, before its write
 
 A fence that says `fenced` (another replica's heartbeat or a drain said so here) refuses at
 once, without a query. Anything done outside a run's task (a REST approval, a card's answer)
