@@ -36,6 +36,7 @@ from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import grants as grant_records
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool, migrate, resolve_database_url
+from agentchat.http_clients import async_client
 from agentchat.identity import DevUserIssuer, user_verifier
 from agentchat.verified_tokens import CachedVerifier, Verifier
 
@@ -112,8 +113,9 @@ async def build_services(settings: AgentSettings) -> Services:
     # Half the pool: checkpoints never take every connection from our own statements.
     saver = Checkpointer(pool, settings.db_pool_max // 2)
     await saver.setup()
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=200,
-                                                 max_keepalive_connections=50))
+    # Shared by every user: it keeps no cookie (agentchat/http_clients.py).
+    http = async_client(limits=httpx.Limits(max_connections=200,
+                                            max_keepalive_connections=50))
     tokens = ServiceTokenProvider(settings, http)
     audit = AuditTrail(db=pool, catalogs=catalogs,
                        session_key=settings.audit_session_key) if settings.audit else None

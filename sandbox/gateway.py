@@ -3,7 +3,8 @@
 authenticate both tokens (401, nothing audited) → read and validate the arguments (422) →
 known environments (404) → RBAC (403) → injected fault, sandbox mode only (502, delay or
 garbage) → `Idempotency-Key` replay for write and destructive tools → execute → audit.
-Every step after authentication writes exactly one audit record.
+Every step after authentication writes exactly one audit record, and every answer after it
+sets a `session` cookie for its user, as ss-tools (Flask) does.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,11 +62,20 @@ class Gateway:
 
         async def call_tool(request: Request) -> Response:
             caller = self.gatekeeper.authenticate(request)  # TokenError → 401, no audit
+            response = await handle(request, caller)
+            # As Superset's Flask session does: a cookie for this user on every answer. A
+            # client shared by users must never send it back (docs/protocol.md §7).
+            response.set_cookie("session", f"{caller.user.sub}.{secrets.token_urlsafe(8)}",
+                                path="/", httponly=True, samesite="lax")
+            return response
+
+        async def handle(request: Request, caller: Caller) -> Response:
             key = request.headers.get("idempotency-key") or None
             # Recorded as sent (cut): it joins the agent's trail, it grants nothing here.
             decision_id = (request.headers.get("x-decision-id") or "")[:128] or None
             audit = _Auditor(self.audit, caller, tool, key, decision_id,
-                             trace_of(request.headers.get("traceparent")))
+                             trace_of(request.headers.get("traceparent")),
+                             (request.headers.get("cookie") or "")[:512] or None)
             try:
                 args = await reader.read(request)
             except ArgumentsError as e:
@@ -163,12 +174,13 @@ class _Auditor:
     """Writes the one audit record of a request, with its caller and key filled in."""
 
     def __init__(self, log_: AuditLog, caller: Caller, tool: Tool, key: str | None,
-                 decision_id: str | None = None, trace_id: str | None = None) -> None:
+                 decision_id: str | None = None, trace_id: str | None = None,
+                 cookie: str | None = None) -> None:
         self.log, self.caller, self.tool, self.key = log_, caller, tool, key
-        self.decision_id, self.trace_id = decision_id, trace_id
+        self.decision_id, self.trace_id, self.cookie = decision_id, trace_id, cookie
 
     def __call__(self, args: dict[str, Any], env: str | None, outcome: str) -> None:
         self.log.record(service_actor=self.caller.service.sub, user_actor=self.caller.user.sub,
                         operation=self.tool.name, env=env, args=args, outcome=outcome,
                         idempotency_key=self.key, decision_id=self.decision_id,
-                        trace_id=self.trace_id)
+                        trace_id=self.trace_id, cookie=self.cookie)

@@ -23,8 +23,11 @@ from prometheus_client import Gauge
 from agentchat.agent.graph.offline.planner import OfflinePlanner
 from agentchat.agent.metrics import REGISTRY
 from agentchat.agent.settings import AgentSettings
+from agentchat.http_clients import no_cookie_client
 
 OFFLINE = "offline"
+# init_chat_model providers built on the `openai` SDK (they take our HTTP clients).
+OPENAI_PROVIDERS = ("openai", "azure_openai")
 
 
 def make_llm(settings: AgentSettings) -> BaseChatModel:
@@ -39,6 +42,13 @@ def make_llm(settings: AgentSettings) -> BaseChatModel:
     if settings.llm_api_key:
         kwargs["api_key"] = settings.llm_api_key
     model = settings.llm if ":" in settings.llm else f"openai:{settings.llm}"
+    if model.split(":", 1)[0] in OPENAI_PROVIDERS:
+        # langchain-openai's own clients are cached per endpoint and keep cookies: ours
+        # keep none (agentchat/http_clients.py), so no user's cookie reaches another's call.
+        import openai
+
+        kwargs["http_async_client"] = no_cookie_client(openai.DefaultAsyncHttpxClient)
+        kwargs["http_client"] = no_cookie_client(openai.DefaultHttpxClient)
     chat_model: BaseChatModel = init_chat_model(model, **kwargs)
     return chat_model
 

@@ -26,6 +26,7 @@ import numpy as np
 from agentchat.agent.selection.keywords import keyword_words
 from agentchat.catalog import Catalog, Tool
 from agentchat.errors import LocalError
+from agentchat.http_clients import no_cookie_client
 
 EMBEDDING_BACKENDS = ("use", "e5", "openai", "none")
 # Tool documents per embedding request: with the example requests there are ~200, which took
@@ -120,12 +121,14 @@ class OpenAIEmbedder:
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
                  timeout_s: float = 2.0, threshold: float = 0.5,
                  query_prefix: str = "", document_prefix: str = "") -> None:
-        from openai import OpenAI
+        from openai import DefaultHttpxClient, OpenAI
 
         # max_retries=0: the selection has a latency budget; the caller decides what a
-        # failure means (it widens the tool set).
+        # failure means (it widens the tool set). Its HTTP client keeps no cookie
+        # (agentchat/http_clients.py): every user's queries share it.
         self._client = OpenAI(base_url=base_url, api_key=api_key or "unused",
-                              timeout=timeout_s, max_retries=0)
+                              timeout=timeout_s, max_retries=0,
+                              http_client=no_cookie_client(DefaultHttpxClient))
         self.model = model
         self.default_threshold = threshold
         self.query_prefix = query_prefix

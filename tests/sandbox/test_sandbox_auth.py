@@ -28,8 +28,10 @@ def test_valid_pair_is_accepted_and_audited_with_both_actors(api: SandboxClient)
         "ts": api.audit()[0]["ts"], "service_actor": "agentchat-agent", "user_actor": "bob",
         "operation": "get_health_summary", "env": "ss-dev",
         "args": {"env_id": "ss-dev", "dashboard_id": 42}, "outcome": "ok",
-        "idempotency_key": None, "decision_id": None, "trace_id": None,
+        "idempotency_key": None, "decision_id": None, "trace_id": None, "cookie": None,
     }]
+    # Superset's Flask session, as ss-tools sets it: for this user, on every answer.
+    assert r.cookies["session"].startswith("bob.")
 
 
 def _deploy(api: SandboxClient, headers: dict[str, str]) -> httpx.Response:
