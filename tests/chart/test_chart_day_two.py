@@ -111,8 +111,10 @@ def test_egress_opens_exactly_what_each_pod_calls() -> None:
         assert _ports(_rules(policy)[0]) == {(53, "UDP"), (53, "TCP")}
     agent = _rules(policies["t-agentchat-agent-egress"])
     assert {"ipBlock": {"cidr": "10.20.0.0/16"}} in agent[1]["to"]  # the database
-    assert _ports(agent[2]) == {(443, "TCP")} and "to" not in agent[2]  # the LLM
+    assert _ports(agent[2]) == {(443, "TCP")} and _any_address(agent[2])  # the LLM
     assert _ports(agent[3]) == {(8080, "TCP")}  # ss-tools
+    assert _ports(agent[4]) == {(587, "TCP")} and _any_address(agent[4])  # SMTP
+    assert _ports(agent[5]) == {(443, "TCP")} and _any_address(agent[5])  # the webhook
     operator = _rules(policies["t-agentchat-operator-egress"])
     assert operator[1] == {"to": [{"ipBlock": {"cidr": "10.96.0.1/32"}},
                                   {"ipBlock": {"cidr": "172.18.0.2/32"}}],
@@ -123,8 +125,10 @@ def test_egress_opens_exactly_what_each_pod_calls() -> None:
     assert migrate["metadata"]["annotations"]["helm.sh/hook"] == job["helm.sh/hook"]
     assert int(migrate["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
         job["helm.sh/hook-weight"])
-    # The offline planner calls no LLM: no rule for it. Off by default.
-    offline = render(EGRESS, {"llm.model": "offline"})
+    # The offline planner calls no LLM, no notification configured: no rule for them. Off by
+    # default.
+    offline = render(EGRESS, {"llm.model": "offline", "approvals.webhook.enabled": False,
+                              "approvals.email.smtpUrl": ""})
     assert len(_rules(one(offline, "NetworkPolicy", "-agent-egress"))) == 3
     assert not [p for p in by_kind(render(DEFAULT), "NetworkPolicy")
                 if "Egress" in p["spec"]["policyTypes"]]
@@ -133,3 +137,84 @@ def test_egress_opens_exactly_what_each_pod_calls() -> None:
 def test_egress_without_the_api_server_is_refused() -> None:
     with pytest.raises(HelmError, match=r"networkPolicy\.egress\.apiServerCidrs"):
         render(EGRESS, {"networkPolicy.egress.apiServerCidrs": []})
+
+
+METADATA = {"0.0.0.0/0": {"169.254.0.0/16"}, "::/0": {"fd00:ec2::254/128"}}
+
+
+def _any_address(rule: dict[str, Any]) -> bool:
+    """The rule reaches any address (v4 and v6) but the excepted ones."""
+    return {p.get("ipBlock", {}).get("cidr") for p in rule.get("to", [])} >= set(METADATA)
+
+
+def _open_rules(docs: list[dict[str, Any]], api_server: list[str]) -> list[str]:
+    """Egress rules that reach the cloud metadata or the API server: any rule without peers but
+    DNS, and any 0.0.0.0/0 or ::/0 without both excepted."""
+    found = []
+    for policy in by_kind(docs, "NetworkPolicy"):
+        for rule in policy["spec"].get("egress", []):
+            name = f"{policy['metadata']['name']} {rule.get('ports')}"
+            if not rule.get("to") and _ports(rule) != {(53, "UDP"), (53, "TCP")}:
+                found.append(name)
+            for peer in rule.get("to", []):
+                cidr = peer.get("ipBlock", {}).get("cidr")
+                if cidr in METADATA:
+                    wanted = METADATA[cidr] | {c for c in api_server if (":" in c) == (
+                        ":" in cidr)}
+                    if not wanted <= set(peer["ipBlock"].get("except", [])):
+                        found.append(name)
+    return found
+
+
+@pytest.mark.parametrize("sets", [
+    {},
+    # A peer of 0.0.0.0/0 given as such and an extra rule without peers: excepts added.
+    {"networkPolicy.egress.llm.to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+     "networkPolicy.egress.extra": [{"ports": [{"port": 4318, "protocol": "TCP"}]}],
+     "networkPolicy.egress.apiServerCidrs": ["10.96.0.1/32", "fd00:10:96::1/128"]},
+    {"networkPolicy.egress.database.to": [], "operator.enabled": False},
+], ids=["ci-egress", "given-any-and-extra", "operator-off"])
+def test_egress_never_reaches_the_cloud_metadata_or_the_api_server(sets: dict[str, Any]) -> None:
+    docs = render(EGRESS, sets)
+    api = sets.get("networkPolicy.egress.apiServerCidrs", ["10.96.0.1/32", "172.18.0.2/32"])
+    assert _open_rules(docs, api) == []
+    agent = _rules(one(docs, "NetworkPolicy", "-agent-egress"))
+    assert sum(_any_address(r) for r in agent) >= 3  # LLM, SMTP, webhook (and more)
+    if "networkPolicy.egress.extra" in sets:
+        [otlp] = [r for r in agent if _ports(r) == {(4318, "TCP")}]
+        v6 = next(p for p in otlp["to"] if p["ipBlock"]["cidr"] == "::/0")
+        assert v6["ipBlock"]["except"] == ["fd00:ec2::254/128", "fd00:10:96::1/128"]
+    # Named peers are kept as given; nothing any-address means no API server value needed.
+    named = {f"networkPolicy.egress.{t}.to": [{"ipBlock": {"cidr": "10.30.0.0/16"}}]
+             for t in ("database", "llm", "ssTools", "smtp", "webhook")}
+    docs = render(EGRESS, {**named, "operator.enabled": False,
+                           "networkPolicy.egress.apiServerCidrs": []})
+    assert not [r for r in _rules(one(docs, "NetworkPolicy", "-agent-egress"))
+                if _any_address(r)]
+    with pytest.raises(HelmError, match=r"networkPolicy\.egress\.apiServerCidrs: an egress rule"):
+        render(EGRESS, {**sets, "operator.enabled": False,
+                        "networkPolicy.egress.apiServerCidrs": []})
+
+
+@pytest.mark.parametrize(("email", "ports"), [
+    ({"smtpUrl": "smtp+starttls://smtp.example.com:2525"}, {2525}),
+    ({"smtpUrl": "smtps://smtp.example.com"}, {465}),
+    ({"smtpUrl": "smtp+starttls://smtp.example.com"}, {587}),
+    ({"smtpUrl": "smtp://relay.mail"}, {25}),
+    ({"existingSecret": "smtp"}, None),
+    ({"existingSecret": "smtp", "port": [587]}, {587}),
+    ({"smtpUrl": ""}, set()),
+])
+def test_smtp_is_reachable_when_email_is_configured(email: dict[str, Any],
+                                                    ports: set[int] | None) -> None:
+    sets: dict[str, Any] = {"approvals": {"email": {k: v for k, v in email.items()
+                                                    if k != "port"}}}
+    if "port" in email:
+        sets["networkPolicy.egress.smtp.ports"] = email["port"]
+    if ports is None:  # the URL is in a Secret the chart cannot read
+        with pytest.raises(HelmError, match=r"networkPolicy\.egress\.smtp\.ports: the SMTP URL"):
+            render(EGRESS, sets)
+        return
+    agent = _rules(one(render(EGRESS, sets), "NetworkPolicy", "-agent-egress"))
+    smtp_ports = {25, 465, 587, 2525}
+    assert {p for r in agent for p, _ in _ports(r) if p in smtp_ports} == ports

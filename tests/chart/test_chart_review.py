@@ -262,12 +262,29 @@ def test_operator_rbac_is_namespaced_and_minimal() -> None:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         assert "delete" not in rule["verbs"]
         if {"secrets", "configmaps"} & set(rule["resources"]):
-            # Nothing lists or watches Secrets; get and patch only by name.
-            assert not {"list", "watch"} & set(rule["verbs"]), rule
-            if set(rule["verbs"]) - {"create"}:
-                assert rule.get("resourceNames"), rule
+            # Nothing lists, watches or creates Secrets; get and patch only by name.
+            assert set(rule["verbs"]) <= {"get", "patch"} and rule.get("resourceNames"), rule
         if rule["resources"] == ["events"]:
             assert rule["verbs"] == ["create"]
+    # What it may patch, the chart creates, empty and kept by Helm (the operator adopts them
+    # into the AgentChat, so its deletion collects them): no `create` needed.
+    patched = {(r, n) for rule in role["rules"] if "patch" in rule["verbs"]
+               for r in rule["resources"] if r in ("secrets", "configmaps")
+               for n in rule["resourceNames"]}
+    kept = [d for d in docs if d["kind"] in ("Secret", "ConfigMap") and (
+        d["metadata"].get("annotations") or {}).get("helm.sh/resource-policy") == "keep"]
+    assert patched == {(d["kind"].lower() + "s", d["metadata"]["name"]) for d in kept} == {
+        ("secrets", "t-agentchat-signing-keys"), ("secrets", "t-agentchat-jwks"),
+        ("secrets", "t-agentchat-service-token"), ("configmaps", "t-agentchat-jwks")}
+    for d in kept:
+        assert "data" not in d and "stringData" not in d  # what the operator writes stays
+        assert d["metadata"]["labels"]["agentchat.sstools.io/instance"] == "t-agentchat"
+    # The agent starts once the operator has filled them: the keys are named in the volumes.
+    volumes = {v["name"]: v for v in one(docs, "Deployment", "-agent")["spec"]["template"][
+        "spec"]["volumes"]}
+    assert volumes["service-token"]["secret"]["items"] == [
+        {"key": "token", "path": "token"}, {"key": "resume-key", "path": "resume-key"}]
+    assert volumes["jwks"]["secret"]["items"] == [{"key": "jwks.json", "path": "jwks.json"}]
     binding = one(docs, "RoleBinding", "-operator")
     operator_pod = one(docs, "Deployment", "-operator")["spec"]["template"]["spec"]
     assert binding["subjects"][0]["name"] == operator_pod["serviceAccountName"]
@@ -287,7 +304,7 @@ def test_dev_profile_runs_sandbox_and_official_postgres() -> None:
     env = one(docs, "ConfigMap", "-env")["data"]
     assert env["AGENTCHAT_MODE"] == "dev"
     assert env["AGENTCHAT_AGENT_SSTOOLS_URL"] == "http://t-agentchat-sandbox:8800"
-    secret = one(docs, "Secret")
+    secret = one(docs, "Secret", "-secrets")
     assert set(secret["data"]) == {"database-url", "postgres-password"}
 
 

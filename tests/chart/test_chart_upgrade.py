@@ -171,3 +171,69 @@ def test_docs_recommend_reset_then_reuse_values() -> None:
         for line in commands:  # every upgrade command shown keeps the new defaults
             assert re.sub(r"--reset-then-reuse-values", "", line).count("--reuse-values") == 0, \
                 (path, line)
+
+
+# What chart 0.3 (the first with approvals) had under `approvals`, a webhook URL among it.
+APPROVALS_0_3 = {
+    "publicUrl": "https://ss.example.com",
+    "webhook": {"url": "https://hooks.slack.com/services/T0/B0/s3cr3t",
+                "existingSecret": "agentchat-approvals", "existingSecretKey": "webhook-secret"},
+    "email": {"smtpUrl": "", "existingSecret": "", "existingSecretKey": "smtp-url",
+              "from": "agentchat@localhost", "to": {}, "escalationTo": {}},
+}
+
+
+def test_a_release_with_the_webhook_url_in_values_is_told_what_to_set(tmp_path: Path) -> None:
+    """The webhook URL is a bearer secret, read from a Secret only since 0.4: an upgrade that
+    carries the old value fails, naming the Secret and key to put it in, and never prints it."""
+    values = {**yaml.safe_load(PREVIOUS.read_text()), "approvals": APPROVALS_0_3}
+    copy = tmp_path / "agentchat"
+    shutil.copytree(CHART, copy)
+    (copy / "values.yaml").write_text(yaml.safe_dump(values))  # --reuse-values
+    old = tmp_path / "old-values.yaml"
+    old.write_text(yaml.safe_dump(values))
+    for chart, args in ((copy, []), (CHART, ["-f", str(old)])):  # and --reset-then-reuse
+        with pytest.raises(HelmError) as refused:
+            _template(chart, *args, upgrade=True, apis=APIS)
+        message = str(refused.value)
+        assert ("Put it in the Secret agentchat-approvals under the key webhook-url, set "
+                "approvals.webhook.enabled=true") in message
+        assert "s3cr3t" not in message
+    # Done as told: the URL comes from that Secret.
+    docs = _template(CHART, "-f", str(old), "--set", "approvals.webhook.url=null",
+                     "--set", "approvals.webhook.enabled=true", upgrade=True, apis=APIS)
+    agent = one(docs, "Deployment", "-agent")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL", "valueFrom": {"secretKeyRef": {
+        "name": "agentchat-approvals", "key": "webhook-url"}}} in agent["env"]
+
+
+def test_an_upgrade_leaves_the_objects_an_earlier_operator_made_to_it(tmp_path: Path) -> None:
+    """Before 0.4 the operator created its Secrets and ConfigMap itself. Helm refuses to adopt
+    objects it did not make, so the chart looks (`lookup`, here against the API emulator
+    through `--dry-run=server`) and renders only those that are absent or Helm's own; the
+    operator keeps patching the others by name, and they stay owned by the AgentChat."""
+    from testkit.kube_emulator import KubeEmulator
+
+    cluster = KubeEmulator(tmp_path).start()
+    try:
+        ns = "agentchat"
+
+        def make(kind: str, name: str, meta: dict[str, Any]) -> None:
+            plural = kind.lower() + "s"
+            cluster.create(f"/api/v1/namespaces/{ns}/{plural}", {
+                "apiVersion": "v1", "kind": kind, "metadata": {"name": name, **meta},
+                "data": {"jwks.json" if kind == "ConfigMap" else "x": "e30="}})
+
+        operators = {"labels": {"app.kubernetes.io/managed-by": "agentchat-operator"}}
+        make("Secret", "t-agentchat-signing-keys", operators)
+        make("Secret", "t-agentchat-service-token", operators)
+        make("Secret", "t-agentchat-jwks", {"annotations": {  # made by Helm (0.4) already
+            "meta.helm.sh/release-name": "t", "meta.helm.sh/release-namespace": ns}})
+        out = run_helm("template", "t", str(CHART), "--namespace", ns, "-f", str(DEFAULT),
+                       "--is-upgrade", "--dry-run=server", "--kubeconfig",
+                       str(cluster.kubeconfig), *[f"--api-versions={a}" for a in APIS])
+    finally:
+        cluster.stop()
+    kept = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(out) if d
+            and (d["metadata"].get("annotations") or {}).get("helm.sh/resource-policy")}
+    assert kept == {("Secret", "t-agentchat-jwks"), ("ConfigMap", "t-agentchat-jwks")}

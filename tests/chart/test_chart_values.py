@@ -54,8 +54,8 @@ def test_schema_refuses_bad_values(sets: dict[str, Any], message: str) -> None:
      "either policy.existingConfigMap or the inline"),
     (DEFAULT, {"catalog.existingConfigMap": "c", "catalog.inline": "version: 1"},
      "either catalog.existingConfigMap or catalog.inline"),
-    (DEFAULT, {"approvals.webhook.url": "https://hooks.example/x"},
-     "approvals.webhook.url needs approvals.webhook.existingSecret"),
+    (DEFAULT, {"approvals.webhook.enabled": True},
+     "approvals.webhook.enabled needs approvals.webhook.existingSecret"),
 ])
 def test_chart_refuses_unsafe_combinations(files: list[Path], sets: dict[str, Any],
                                            message: str) -> None:
@@ -122,25 +122,54 @@ def test_values_dev_passes_the_schema() -> None:
 
 
 def test_approval_notifications_are_configured_from_values_and_existing_secrets() -> None:
-    """Issue 34: the webhook's key and the SMTP URL come from existing Secrets, the rest from
-    the env ConfigMap."""
+    """The webhook's URL and key and the SMTP URL come from existing Secrets (secretKeyRef),
+    never a ConfigMap; the rest from the env ConfigMap."""
     from testkit.chart import one
 
     docs = render(DEFAULT, {
         "approvals.publicUrl": "https://ss.example.com",
-        "approvals.webhook.url": "https://hooks.example/x",
-        "approvals.webhook.existingSecret": "approvals",
+        "approvals.webhook.enabled": True, "approvals.webhook.existingSecret": "approvals",
         "approvals.email.existingSecret": "smtp", "approvals.email.from": "ac@example.com",
         "approvals.email.to": {"prod": ["ops@example.com"]}})
     env = one(docs, "ConfigMap", "-env")["data"]
-    assert env["AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL"] == "https://hooks.example/x"
     assert env["AGENTCHAT_AGENT_PUBLIC_URL"] == "https://ss.example.com"
     assert json.loads(env["AGENTCHAT_AGENT_APPROVAL_EMAIL_TO"]) == {"prod": ["ops@example.com"]}
     assert env["AGENTCHAT_AGENT_SMTP_FROM"] == "ac@example.com"
-    assert "AGENTCHAT_AGENT_SMTP_URL" not in env  # from the Secret, never a ConfigMap
+    for name in ("AGENTCHAT_AGENT_SMTP_URL", "AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL"):
+        assert name not in env  # from the Secret, never a ConfigMap
     agent = next(c for c in one(docs, "Deployment", "-agent")["spec"]["template"]["spec"][
         "containers"] if c["name"] == "agent")
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in agent["env"] if "valueFrom" in e}
+    assert refs["AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL"] == {"name": "approvals",
+                                                             "key": "webhook-url"}
     assert refs["AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET"] == {"name": "approvals",
                                                                 "key": "webhook-secret"}
     assert refs["AGENTCHAT_AGENT_SMTP_URL"] == {"name": "smtp", "key": "smtp-url"}
+    # An SMTP relay without credentials may stay a plain value.
+    relay = one(render(DEFAULT, {"approvals.email.smtpUrl": "smtp+starttls://relay:587"}),
+                "ConfigMap", "-env")["data"]
+    assert relay["AGENTCHAT_AGENT_SMTP_URL"] == "smtp+starttls://relay:587"
+
+
+SECRET = "xoxb-T0KEN-hunter2"
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    ({"approvals.webhook.url": f"https://hooks.slack.com/services/T0/B0/{SECRET}"},
+     "approvals.webhook.url is no longer read (chart 0.4)"),
+    ({"approvals.email.smtpUrl": f"smtp+starttls://bot:{SECRET}@smtp.example.com:587"},
+     "approvals.email.smtpUrl carries credentials"),
+    # Also beside an existing Secret: the password would still sit in the release's values.
+    ({"approvals.email.smtpUrl": f"smtps://bot:{SECRET}@smtp.example.com",
+      "approvals.email.existingSecret": "smtp"}, "approvals.email.smtpUrl carries credentials"),
+    ({"extraConfig.AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL": f"https://hooks.example/{SECRET}"},
+     "extraConfig.AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL: a secret never goes in the ConfigMap"),
+    ({"extraConfig.AGENTCHAT_AGENT_SMTP_URL": f"smtp://u:{SECRET}@h"},
+     "extraConfig.AGENTCHAT_AGENT_SMTP_URL: a secret never goes in the ConfigMap"),
+])
+def test_approval_secrets_in_plain_values_are_refused_without_printing_them(
+        sets: dict[str, Any], message: str) -> None:
+    with pytest.raises(HelmError) as refused:
+        render(DEFAULT, sets)
+    assert message in str(refused.value)
+    assert SECRET not in str(refused.value)  # CI logs keep no credential

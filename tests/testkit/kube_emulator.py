@@ -18,6 +18,10 @@ and delete from memory. What it leaves out and this module adds:
   stored one (the operator's conditional writes, issue 37). Writes are serialized so that the
   check holds.
 
+- RBAC as the chart's operator Role has it, on request: `forbid_create` names the plurals
+  (secrets, configmaps) whose create answers 403 Forbidden (the chart creates those objects),
+  except to this module's own helpers (Helm, the admin: header `X-Emulator-Admin`).
+
 Limits (kmock 0.8): custom resources keep kmock's own behaviour (resourceVersions never change
 on patch: kopf's timers stop seeing spec changes when they do), so kopf's consistency timeout
 is 0 in the tests.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import datetime as dt
 import itertools
 import json
@@ -53,6 +58,9 @@ RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
 }
 
 
+ADMIN = {"X-Emulator-Admin": "1"}
+_admin: contextvars.ContextVar[bool] = contextvars.ContextVar("admin", default=False)
+
 # The namespaces the emulator lists (kmock keeps no Namespace objects of its own).
 NAMESPACES = ("default", "team-a", "team-b")
 
@@ -74,17 +82,24 @@ async def _namespaces(raw_request: Any) -> Any:
                   for ns in NAMESPACES]})
 
 
-def _emulator_class() -> type:
+def _emulator_class(forbid_create: set[str]) -> type:
     import kmock
     from kmock import KubernetesEmulator
 
     counter = itertools.count(1)
 
-    class Conflict(kmock.KubernetesError):  # type: ignore[misc]
-        status = 409
-        reason = "Conflict"
-        message = ("Operation cannot be fulfilled: the object has been modified; please apply "
-                   "your changes to the latest version and try again")
+    # Instances, not subclasses with class attributes: kmock's errors are attrs classes whose
+    # __init__ sets every field (a subclass's `status = 409` would answer 500).
+    def conflict() -> Exception:
+        return kmock.KubernetesError(  # type: ignore[no-any-return]
+            status=409, reason="Conflict",
+            message="Operation cannot be fulfilled: the object has been modified; please apply "
+                    "your changes to the latest version and try again")
+
+    def forbidden() -> Exception:
+        return kmock.KubernetesError(  # type: ignore[no-any-return]
+            status=403, reason="Forbidden",
+            message="the Role grants no create on this resource")
 
     writes = asyncio.Lock()
 
@@ -92,9 +107,16 @@ def _emulator_class() -> type:
         async def __call__(self, raw_request: Any) -> Any:
             if raw_request.path.rstrip("/") == "/api/v1/namespaces":
                 return await _namespaces(raw_request)
-            return await super().__call__(raw_request)
+            token = _admin.set(bool(raw_request.headers.get("X-Emulator-Admin")))
+            try:
+                return await super().__call__(raw_request)
+            finally:
+                _admin.reset(token)
 
         async def _handle(self, request: Any) -> Any:
+            if request.action == kmock.action.CREATE and not _admin.get() and \
+                    request.resource.plural in forbid_create:
+                raise forbidden()
             if request.action == kmock.action.CREATE and isinstance(request.data, dict):
                 meta = request.data.setdefault("metadata", {})
                 if not meta.get("name") and meta.get("generateName"):
@@ -113,7 +135,7 @@ def _emulator_class() -> type:
                 wanted = meta.get("resourceVersion")
                 if stored is not None and not stored.deleted and wanted is not None and \
                         wanted != (stored.get("metadata") or {}).get("resourceVersion"):
-                    raise Conflict()
+                    raise conflict()
                 meta["resourceVersion"] = str(next(counter))
                 return await super()._handle(request)
 
@@ -130,6 +152,7 @@ class KubeEmulator:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="kmock")
         self._stop: asyncio.Event | None = None
+        self.forbid_create: set[str] = set()  # plurals whose create is refused (403)
         self.url = ""
         self.handler: Any = None
 
@@ -141,7 +164,8 @@ class KubeEmulator:
         import kmock
 
         self._stop = asyncio.Event()
-        async with _emulator_class()() as handler, kmock.Server(handler) as server:
+        emulator = _emulator_class(self.forbid_create)
+        async with emulator() as handler, kmock.Server(handler) as server:
             for key, (kind, namespaced, subresources) in RESOURCES.items():
                 handler.resources[key] = kmock.ResourceInfo(
                     kind=kind, singular=kind.lower(), namespaced=namespaced,
@@ -172,7 +196,7 @@ class KubeEmulator:
     # --- looking and poking, over HTTP like any client ---
 
     def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
-        r = httpx.post(self.url + path, json=obj, timeout=10)
+        r = httpx.post(self.url + path, json=obj, timeout=10, headers=ADMIN)
         r.raise_for_status()
         return dict(r.json())
 

@@ -348,18 +348,69 @@ Secret does before install; the chart's own Secret only after it.
 {{- end }}
 
 {{/*
-agentchat.egressRule: one egress rule from a values target {to: [...], ports: [...]}; no
-peers: any address on those ports. Call with (dict "target" $t "protocol" "TCP").
+agentchat.egressRule: one egress rule (TCP) from a values target {to: [...], ports: [...]}, its
+peers through agentchat.egressPeers. Call with (dict "target" $t "ctx" $).
 */}}
 {{- define "agentchat.egressRule" -}}
-- {{- with .target.to }}
-  to:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+- to:
+    {{- include "agentchat.egressPeers" (dict "to" .target.to "ctx" .ctx) | nindent 4 }}
   ports:
     {{- range .target.ports }}
     - {port: {{ . }}, protocol: TCP}
     {{- end }}
+{{- end }}
+
+{{/*
+agentchat.egressPeers: the peers of an egress rule as a YAML list. Named peers (selectors,
+ipBlocks) stay as given; no peers means any address, rendered as 0.0.0.0/0 and ::/0 with
+`except` the cloud metadata endpoints (169.254.0.0/16: AWS, GCP, Azure, also where kube2iam and
+friends intercept; fd00:ec2::254/128: AWS over IPv6), the API server
+(networkPolicy.egress.apiServerCidrs, required then: a chart cannot know it) and
+networkPolicy.egress.anyAddressExcept. A given ipBlock of 0.0.0.0/0 or ::/0 gets the same
+excepts. Call with (dict "to" $peers "ctx" $).
+*/}}
+{{- define "agentchat.egressPeers" -}}
+{{- $e := dig "egress" dict (.ctx.Values.networkPolicy | default dict) }}
+{{- $apiServer := dig "apiServerCidrs" list $e }}
+{{- $except := concat (list "169.254.0.0/16" "fd00:ec2::254/128") $apiServer (dig "anyAddressExcept" list $e) }}
+{{- $v4 := list }}
+{{- $v6 := list }}
+{{- range $except }}
+{{- if contains ":" . }}{{ $v6 = append $v6 . }}{{ else }}{{ $v4 = append $v4 . }}{{ end }}
+{{- end }}
+{{- $peers := list }}
+{{- range (.to | default (list (dict "ipBlock" (dict "cidr" "0.0.0.0/0")) (dict "ipBlock" (dict "cidr" "::/0")))) }}
+{{- $peer := deepCopy . }}
+{{- $cidr := dig "ipBlock" "cidr" "" $peer }}
+{{- if has $cidr (list "0.0.0.0/0" "::/0") }}
+{{- if not $apiServer }}
+{{- fail "networkPolicy.egress.apiServerCidrs: an egress rule without peers (or with 0.0.0.0/0) allows any address but the cloud metadata and the API server, so the chart needs the API server's addresses (kubectl get endpoints kubernetes -n default -o jsonpath='{.subsets[*].addresses[*].ip}'); or name the peers of every target (networkPolicy.egress.*.to)" }}
+{{- end }}
+{{- $_ := set $peer.ipBlock "except" (concat (dig "ipBlock" "except" list $peer) (eq $cidr "::/0" | ternary $v6 $v4) | uniq) }}
+{{- end }}
+{{- $peers = append $peers $peer }}
+{{- end }}
+{{- toYaml $peers }}
+{{- end }}
+
+{{/*
+agentchat.smtpPorts: the SMTP server's ports as a JSON list, for the egress rule: given
+(networkPolicy.egress.smtp.ports), else the port of approvals.email.smtpUrl, else its scheme's
+(smtps 465, smtp+starttls 587, smtp 25). A URL in approvals.email.existingSecret cannot be
+read here: its port must be given.
+*/}}
+{{- define "agentchat.smtpPorts" -}}
+{{- $em := dig "email" dict (.Values.approvals | default dict) }}
+{{- $given := dig "egress" "smtp" "ports" list (.Values.networkPolicy | default dict) }}
+{{- if $given }}
+{{- toJson $given }}
+{{- else if $em.existingSecret }}
+{{- fail "networkPolicy.egress.smtp.ports: the SMTP URL is in approvals.email.existingSecret, which the chart cannot read; give the SMTP server's port (587 for smtp+starttls, 465 for smtps, 25 for smtp) and, better, its address (networkPolicy.egress.smtp.to)" }}
+{{- else }}
+{{- $url := urlParse $em.smtpUrl }}
+{{- $port := regexFind ":[0-9]+$" $url.host | trimPrefix ":" }}
+{{- list (int ($port | default (get (dict "smtps" "465" "smtp+starttls" "587") $url.scheme) | default "25")) | toJson }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -373,4 +424,32 @@ agentchat.dnsRule: DNS (53 over UDP and TCP) to the configured peers.
   ports:
     - {port: 53, protocol: UDP}
     - {port: 53, protocol: TCP}
+{{- end }}
+
+{{/*
+agentchat.validateApprovalSecrets: fails when a secret of the approval notifications is a plain
+value. The webhook's URL (a bearer token for Slack and Mattermost) and an SMTP URL with
+credentials would land in the ConfigMap NAME-env and in every revision's stored values; they
+are read from Secrets only (the Deployment's secretKeyRef). Not in values.schema.json: a schema
+error prints the value it refuses, and these messages never do. Nil-safe: a release before
+approvals has none of these values (--reuse-values).
+*/}}
+{{- define "agentchat.validateApprovalSecrets" -}}
+{{- $ap := .Values.approvals | default dict }}
+{{- $wh := $ap.webhook | default dict }}
+{{- $em := $ap.email | default dict }}
+{{- if $wh.url }}
+{{- fail (printf "approvals.webhook.url is no longer read (chart 0.4): a Slack or Mattermost webhook URL is a bearer secret, kept out of values and ConfigMaps. Put it in the Secret %s under the key %s, set approvals.webhook.enabled=true, approvals.webhook.existingSecret and approvals.webhook.urlKey, and drop the old value (--set approvals.webhook.url=null)" ($wh.existingSecret | default "named by approvals.webhook.existingSecret") ($wh.urlKey | default "webhook-url")) }}
+{{- end }}
+{{- if and $wh.enabled (not $wh.existingSecret) }}
+{{- fail "approvals.webhook.enabled needs approvals.webhook.existingSecret: a Secret with the webhook's URL (key approvals.webhook.urlKey) and its signing key (key approvals.webhook.existingSecretKey); approval webhooks are always signed" }}
+{{- end }}
+{{- if and $em.smtpUrl (urlParse $em.smtpUrl).userinfo }}
+{{- fail "approvals.email.smtpUrl carries credentials (user:pass@), which would land in the ConfigMap NAME-env: put the whole URL in a Secret and set approvals.email.existingSecret (its key: approvals.email.existingSecretKey, smtp-url), and drop the credentials from approvals.email.smtpUrl (--set approvals.email.smtpUrl=null)" }}
+{{- end }}
+{{- range $name := list "AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL" "AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET" "AGENTCHAT_AGENT_SMTP_URL" "AGENTCHAT_AGENT_LLM_API_KEY" "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET" "AGENTCHAT_AGENT_RESUME_KEY" }}
+{{- if hasKey ($.Values.extraConfig | default dict) $name }}
+{{- fail (printf "extraConfig.%s: a secret never goes in the ConfigMap NAME-env; the chart reads it from a Secret (approvals.webhook.existingSecret, approvals.email.existingSecret, llm.existingSecret, serviceToken.endpoint.existingSecret)" $name) }}
+{{- end }}
+{{- end }}
 {{- end }}
