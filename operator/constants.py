@@ -23,9 +23,11 @@ LABEL_RELEASE = "app.kubernetes.io/instance"
 RING_KEY = "signing-keys.json"
 JWKS_KEY = "jwks.json"
 TOKEN_KEY = "token"
-# Beside the token: the key that seals the user token a live run keeps for its takeover
-# (agent/storage/sealing.py). Made once, kept across token renewals.
+# Beside the token: the keys that seal the user token a live run keeps for its takeover
+# (agent/storage/sealing.py), one a line, the sealing one first (resume_keys.py), and their
+# stages (no key in it; not mounted by the pods).
 RESUME_KEY = "resume-key"
+RESUME_KEYS_KEY = "resume-keys.json"
 # In the ring Secret, beside the ring: public keys recovered from the JWKS after the ring
 # Secret went missing, each kept in the JWKS until its overlap ends.
 RETAINED_KEY = "retained.json"

@@ -5,6 +5,9 @@ was read (issue 37): a create when it was absent, a merge patch carrying the res
 read otherwise; either answers 409 when someone wrote in between (`Conflict`), so of two
 operators acting at once one writes and the other re-reads and re-plans. A write whose data
 matches what was read is skipped, so an unchanged tick writes nothing.
+
+The chart creates the objects empty (its Role grants no `create`): the first write fills one
+and adds the AgentChat to its ownerReferences, so deleting the AgentChat still collects it.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Seen:
 
     data: dict[str, str]
     version: str
+    owners: tuple[dict[str, Any], ...] = ()  # metadata.ownerReferences
 
 
 def _load_config() -> client.ApiClient:
@@ -90,7 +94,10 @@ class Kube:
                 return None
             raise
         data = _unb64(obj.data) if kind == "Secret" else dict(obj.data or {})
-        return Seen(data=data, version=str(obj.metadata.resource_version or ""))
+        owners = tuple(self.core.api_client.sanitize_for_serialization(ref)
+                       for ref in obj.metadata.owner_references or ())
+        return Seen(data=data, version=str(obj.metadata.resource_version or ""),
+                    owners=owners)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
         seen = await self.read("Secret", namespace, name)
@@ -104,7 +111,8 @@ class Kube:
                     part: str, seen: Seen | None) -> bool:
         """Make the object hold `data`, on condition that it is still as `seen` (None: it did
         not exist); True when something was written. Someone else's write since: Conflict."""
-        if seen is not None and seen.data == data:
+        owners = None if seen is None else _adopted(seen.owners, owner)
+        if seen is not None and seen.data == data and owners is None:
             return False
         namespace = owner["metadata"]["namespace"]
         secret = kind == "Secret"
@@ -122,12 +130,20 @@ class Kube:
                          else self.core.patch_namespaced_config_map)
                 # The resourceVersion makes the API server refuse it (409) if anyone wrote
                 # since we read: two operators can never both write.
+                meta: dict[str, Any] = {"resourceVersion": seen.version}
+                if owners is not None:
+                    meta["ownerReferences"] = owners
                 await self._call(what, patch, name, namespace,
-                                 {"metadata": {"resourceVersion": seen.version},
-                                  "data": payload}, _content_type=MERGE_PATCH)
+                                 {"metadata": meta, "data": payload},
+                                 _content_type=MERGE_PATCH)
         except KubeError as e:
             if e.status == 409:
                 raise Conflict(what, 409, "changed since it was read") from None
+            if e.status == 403 and seen is None:
+                # The chart's Role grants no create: the chart makes these objects.
+                raise KubeError(what, 403, "forbidden: the object is missing and the operator "
+                                "may not create it; the chart creates it empty (helm upgrade "
+                                "restores a deleted one)") from None
             raise
         return True
 
@@ -144,3 +160,13 @@ class Kube:
         # Owned by the AgentChat: deleting it garbage-collects what it wrote.
         kopf.adopt(body, owner=as_body(owner))
         return body
+
+
+def _adopted(owners: tuple[dict[str, Any], ...],
+             owner: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The ownerReferences with the AgentChat added, or None when it is among them already (a
+    merge patch replaces the whole list, so the others are carried over)."""
+    body: dict[str, Any] = {"metadata": {"ownerReferences": [dict(o) for o in owners]}}
+    kopf.append_owner_reference(body, owner=as_body(owner))
+    refs: list[dict[str, Any]] = body["metadata"]["ownerReferences"]
+    return None if len(refs) == len(owners) else refs

@@ -22,7 +22,6 @@ keep verifying (`RingRecreated` Event).
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from dataclasses import replace
 from typing import Any
@@ -32,7 +31,7 @@ import kopf
 from agentchat.errors import LocalError
 from agentchat.keys import KeyRing, sign_service_token
 from agentchat.operator import constants as c
-from agentchat.operator import metrics
+from agentchat.operator import metrics, resume_keys
 from agentchat.operator.kube import Conflict, Kube, KubeError, Seen, as_body
 from agentchat.operator.rotation import (
     Plan,
@@ -55,6 +54,10 @@ from agentchat.operator.tokens import read_claims, renewal_reason
 
 EVENT_REASONS = {"created": "KeyCreated", "published": "KeyPublished",
                  "promoted": "KeyRotated", "retired": "KeyRetired"}
+RESUME_EVENT_REASONS = {"created": "ResumeKeyCreated", "published": "ResumeKeyPublished",
+                        "promoted": "ResumeKeyRotated", "retired": "ResumeKeyRetired"}
+RESUME_EVENT_WORDS = {"created": "created (seals)", "published": "listed last (opens only)",
+                      "promoted": "now seals (first line)", "retired": "removed (oldest)"}
 
 
 # Conflicts (another operator wrote since this one read) re-planned in one pass before kopf's
@@ -199,13 +202,15 @@ async def _pass(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
             now=now,
         )
     assert token is not None
-    seen_token_data = token_seen.data if token_seen else {}
-    if reason is not None or not seen_token_data.get(c.RESUME_KEY):
-        # The resume key is made once and written beside every renewed token.
-        resume_key = seen_token_data.get(c.RESUME_KEY) or secrets.token_urlsafe(48)
-        await kube.write(owner, "Secret", names.service_token,
-                         {c.TOKEN_KEY: token, c.RESUME_KEY: resume_key}, "service-token",
-                         token_seen)
+    # The resume keys rotate on the same schedule, beside the token (resume_keys.py); the
+    # write is skipped when neither changed.
+    resume = resume_keys.plan(resume_keys.parse(token_seen.data if token_seen else {}, now),
+                              policy, now)
+    await kube.write(owner, "Secret", names.service_token,
+                     {c.TOKEN_KEY: token, **resume.data()}, "service-token", token_seen)
+    for verb, key_id in resume.actions:
+        kopf.info(as_body(owner), reason=RESUME_EVENT_REASONS[verb],
+                  message=f"resume key {key_id} {RESUME_EVENT_WORDS[verb]}")
     header, claims = read_claims(token) or ({}, {})
     refresh_at = claims["exp"] - spec.service_token.refresh_margin_seconds
     if reason is not None:
@@ -218,6 +223,9 @@ async def _pass(body: kopf.Body, patch: kopf.Patch, status: dict[str, Any],
     metrics.NEXT_TRANSITION.labels(who).set(next_due(plan.ring, policy))
 
     _write_status(patch, status, plan, policy, now, header, claims, refresh_at, spec_valid)
+    last = (iso(now) if resume.actions
+            else (status.get("resumeKeys") or {}).get("lastRotationAt"))
+    patch.status["resumeKeys"] = resume_keys.status(resume, policy, last)
 
 
 async def _published_keys(kube: Kube, namespace: str, names: Names) -> list[dict[str, Any]]:
@@ -264,8 +272,8 @@ def _retained(stored: dict[str, str] | None, now: float) -> list[dict[str, Any]]
 
 
 def _parse_ring(stored: dict[str, str] | None, secret: str) -> KeyRing | None:
-    if stored is None:
-        return None
+    if stored is None or c.RING_KEY not in stored:
+        return None  # absent, or as the chart creates it: empty
     try:
         ring = KeyRing.from_json(stored[c.RING_KEY])
         if ring.by_stage("current") or not ring.by_stage("next"):

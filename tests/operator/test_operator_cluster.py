@@ -44,7 +44,8 @@ def chart_operator(cluster: KubeEmulator, tmp_path: Path) -> Iterator[Callable[[
         port = free_port()
         svc = Service(["operator", "--namespace", NS, "--peering", PEERING,
                        "--host", "127.0.0.1", "--port", str(port)],
-                      env=_env(cluster, tmp_path, AGENTCHAT_OPERATOR_INSTANCE="rel-a"),
+                      env=_env(cluster, tmp_path, AGENTCHAT_OPERATOR_INSTANCE="rel-a",
+                               AGENTCHAT_OPERATOR_BACKOFF_BASE_S="0.5"),
                       port=port, ready_path="/healthz",
                       log=tmp_path / f"operator-{len(started)}.log").start()
         started.append(svc)
@@ -69,16 +70,54 @@ def _ready(cluster: KubeEmulator, name: str = "chat") -> bool:
     return conditions(cluster, name).get("Ready", {}).get("status") == "True"
 
 
-def test_namespaced_mode_serves_only_its_release(cluster: KubeEmulator,
-                                                  chart_operator: Any) -> None:
+def _chart_objects() -> list[dict[str, Any]]:
+    """The operator's Secrets and ConfigMap as the chart creates them, empty, for release
+    rel-a with the AgentChat named `chat`."""
+    from testkit.chart import matrix, render
+
+    docs = render(matrix()["default"], {"fullnameOverride": "chat"}, release="rel-a",
+                  namespace=NS)
+    return [d for d in docs if d["kind"] in ("Secret", "ConfigMap")
+            and (d["metadata"].get("annotations") or {}).get("helm.sh/resource-policy")]
+
+
+def test_namespaced_mode_fills_the_charts_objects_of_its_release_only(
+        cluster: KubeEmulator, chart_operator: Any) -> None:
+    """As the chart runs it: the Role grants no create on Secrets or ConfigMaps; the operator
+    fills the empty objects the chart made, adopts them (collected with the AgentChat), and a
+    deleted one is reported until `helm upgrade` makes it again."""
+    objects = _chart_objects()
+    assert sorted(o["metadata"]["name"] for o in objects) == [
+        "chat-jwks", "chat-jwks", "chat-service-token", "chat-signing-keys"]
+    for obj in objects:
+        plural = "secrets" if obj["kind"] == "Secret" else "configmaps"
+        cluster.create(f"/api/v1/namespaces/{NS}/{plural}", obj)
+    cluster.forbid_create.update({"secrets", "configmaps"})
     _create(cluster, "chat", "rel-a", SPEC)
     _create(cluster, "other", "rel-b", SPEC)
     chart_operator()
     wait_for("Ready", lambda: _ready(cluster))
-    assert cluster.secret(NS, "chat-service-token")
+    assert set(cluster.secret(NS, "chat-service-token") or {}) >= {"token", "resume-key"}
+    assert "signing-keys.json" in (cluster.secret(NS, "chat-signing-keys") or {})
+    assert cluster.secret(NS, "chat-jwks") == cluster.config_map(NS, "chat-jwks")
+    uid = cluster.agentchat(NS, "chat")["metadata"]["uid"]  # type: ignore[index]
+    for plural in ("secrets", "configmaps"):
+        obj = cluster.get(f"/api/v1/namespaces/{NS}/{plural}/chat-jwks") or {}
+        assert [r["uid"] for r in obj["metadata"]["ownerReferences"]] == [uid]
+        assert obj["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     time.sleep(2.0)  # several ticks: the other release's resource stays untouched
-    assert cluster.secret(NS, "other-service-token") is None
     assert not (cluster.agentchat(NS, "other") or {}).get("status")
+
+    token = f"/api/v1/namespaces/{NS}/secrets/chat-service-token"
+    cluster.delete(token)
+    wait_for("the missing Secret reported", lambda: "helm upgrade restores" in conditions(
+        cluster, "chat").get("KeysRotated", {}).get("message", ""), timeout=60)
+    assert cluster.secret(NS, "chat-service-token") is None  # never created by the operator
+    cluster.create(f"/api/v1/namespaces/{NS}/secrets",
+                   next(o for o in objects if o["metadata"]["name"] == "chat-service-token"))
+    wait_for("the token written again", lambda: (cluster.secret(NS, "chat-service-token")
+                                                 or {}).get("token"), timeout=60)
     peering = cluster.get(f"/apis/kopf.dev/v1/namespaces/{NS}/kopfpeerings/{PEERING}") or {}
     assert len(peering.get("status") or {}) == 1  # this replica announced itself
 

@@ -8,6 +8,8 @@ Events).
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -152,7 +154,7 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
     retired: dict[str, float] = {}
     old_token: str | None = None
     old_kid: str | None = None
-    resume_keys: set[str] = set()
+    resume_lists: list[tuple[float, list[str]]] = []  # (first seen, the lines) per change
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline and not retired:
         jwks_data = cluster.secret(NS, "chat-jwks")
@@ -166,7 +168,9 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
         kids = {k["kid"] for k in jwks["keys"]}
         ring = KeyRing.from_json(ring_data["signing-keys.json"])
         token_kid = json.loads(_b64d(token_data["token"].split(".")[0]))["kid"]
-        resume_keys.add(token_data["resume-key"])  # one key through every renewal
+        lines = token_data["resume-key"].splitlines()
+        if not resume_lists or resume_lists[-1][1] != lines:
+            resume_lists.append((now, lines))
         for kid in kids:
             published.setdefault(kid, now)
         signing.setdefault(token_kid, now)
@@ -189,7 +193,7 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
             retired[old_kid] = now
         time.sleep(0.1)
     assert retired, "the previous key never left the JWKS"
-    assert len(signing) >= 2 and len(resume_keys) == 1
+    assert len(signing) >= 2
     first = min(published, key=published.get)  # type: ignore[arg-type]
     for kid, since in signing.items():
         if kid != first:
@@ -206,6 +210,21 @@ def test_three_stage_rotation(cluster: KubeEmulator, operator_factory: Any,
         verifier.verify(old_token)
     reasons = [e["reason"] for e in cluster.events(NS)]
     assert {"KeyPublished", "KeyRotated", "KeyRetired"} <= set(reasons)
+    # The resume keys (one a line, the first seals) rotate on the same schedule: a new key is
+    # listed last for `pre` seconds, then comes first with the old one second; 3 lines at most.
+    assert all(len(lines) <= 3 for _, lines in resume_lists)
+    assert max(len(lines) for _, lines in resume_lists) == 3
+    listed = {lines[-1]: t for t, lines in resume_lists if len(lines) > 1}
+    promotions = [(before, after, t) for (_, before), (t, after)
+                  in itertools.pairwise(resume_lists) if after[0] != before[0]]
+    assert len(promotions) >= 2
+    for before, after, t in promotions:
+        assert after[:2] == [before[-1], before[0]]
+        assert t - listed[after[0]] >= pre - 0.5
+    status = (cluster.agentchat(NS, "chat") or {})["status"]["resumeKeys"]
+    lines = cluster.secret(NS, "chat-service-token")["resume-key"].splitlines()  # type: ignore[index]
+    assert len(status["ring"]) == len(lines) and status["ring"][0]["stage"] == "current"
+    assert hashlib.sha256(lines[0].encode()).hexdigest()[:12] == status["current"]
 
 
 def _b64d(part: str) -> bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,43 @@ def test_conditions_are_patched_per_key_and_a_stale_list_never_wins() -> None:
     assert set(own_conditions(status, ours, T0 + 30)) == {c.KEYS_ROTATED, c.TOKEN_FRESH,
                                                             c.READY}
     assert set(own_conditions(status, [new_pruned], T0 + 30)) == {c.PRUNED, c.READY}
+
+
+def test_resume_keys_rotate_in_stages_and_stay_bounded() -> None:
+    """The resume keys (one a line, the first seals) on the signing keys' schedule: a new key is
+    listed last for the pre-publication (opens only), then moves to the front; three lines at
+    most; an older operator's single `resume-key` is taken as the current key."""
+    from agentchat.operator import constants as c
+    from agentchat.operator import resume_keys as rk
+
+    def lines(p: rk.ResumePlan) -> list[str]:
+        return p.data()[c.RESUME_KEY].splitlines()
+
+    legacy = rk.plan(rk.parse({c.RESUME_KEY: "old-single-key"}, T0), POLICY, T0)
+    assert lines(legacy) == ["old-single-key"] and legacy.actions == ()
+    first = rk.plan(rk.parse({}, T0), POLICY, T0)
+    assert [v for v, _ in first.actions] == ["created"]
+    seen = [lines(first)]
+    stored = first.data()
+    for t in range(int(T0), int(T0) + 1000, 10):
+        step = rk.plan(rk.parse(stored, t), POLICY, t)
+        assert len(lines(step)) <= rk.KEPT
+        if lines(step) != seen[-1]:
+            seen.append(lines(step))
+        stored = step.data()
+    # published at 80 (last line), promoted at 100 (first line, the old one second), ...
+    assert seen[1][0] == seen[0][0] and seen[1][-1] not in seen[0]
+    assert seen[2][:2] == [seen[1][-1], seen[0][0]]
+    assert [len(s) for s in seen[:6]] == [1, 2, 2, 3, 3, 3]
+    # ... and once three: each publication drops the oldest, each promotion puts the new first.
+    for before, after in itertools.pairwise(seen[4:]):
+        if after[0] != before[0]:  # promoted: the listed key seals, the old one opens
+            assert after[:2] == [before[-1], before[0]]
+        else:  # published: a new last line instead of the oldest
+            assert after[:-1] == before[:-1] and after[-1] not in before
+    assert len(seen) >= 15  # two transitions per 100 s interval
+    # The stages file names keys by a short hash, never by the key.
+    stages = json.loads(stored[c.RESUME_KEYS_KEY])
+    assert [e["stage"] for e in stages] == ["current", "previous", "previous"] or \
+        [e["stage"] for e in stages] == ["current", "previous", "next"]
+    assert not {e["id"] for e in stages} & set(seen[-1])
