@@ -26,12 +26,12 @@ describe("Markdown", () => {
   it("raw HTML stays text; only absolute http(s)/mailto links, with their host; images are links", () => {
     const tree = parseMarkdown('<script>alert(1)</script>\n\n[a](javascript:alert(1)) [b](https://ex.com/x?y) [c](/rel) ![pic](https://evil.test/p.png) <img src="https://evil.test/i.png">');
     expect(tree[0]).toEqual({ k: "p", c: [{ k: "text", text: "<script>alert(1)</script>" }] });
-    const p = tree[1] as { k: "p"; c: { k: string; href?: string; host?: string }[] };
+    const p = tree[1] as { k: "p"; c: { k: string; href?: string; shown?: string }[] };
     const links = p.c.filter((n) => n.k === "link");
-    expect(links.map((l) => [l.href, l.host])).toEqual([["https://ex.com/x?y", "ex.com"], ["https://evil.test/p.png", "evil.test"]]);
+    expect(links.map((l) => [l.href, l.shown])).toEqual([["https://ex.com/x?y", "ex.com"], ["https://evil.test/p.png", "evil.test"]]);
     expect(JSON.stringify(p.c)).toContain('<img src=\\"https://evil.test/i.png\\">'); // as text
     expect(safeLink("data:text/html,x")).toBeNull();
-    expect(safeLink("mailto:a@b.org")).toEqual({ href: "mailto:a@b.org", host: "b.org" });
+    expect(safeLink("mailto:a@b.org")).toEqual({ href: "mailto:a@b.org", shown: "a@b.org" });
   });
 
   it("streams incrementally: the same tree as one parse, closed blocks kept, linear lexing", () => {

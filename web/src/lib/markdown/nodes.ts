@@ -1,17 +1,20 @@
 /** Markdown (CommonMark + GFM tables, lists, code) as a small tree the panel renders with
  * elements, never as HTML: `marked`'s lexer parses; this module keeps only what the panel
- * shows. Raw HTML stays text; a link keeps only an absolute http(s) or mailto target (and its
- * host, shown beside it); an image becomes a link to it, never an <img> (the page's CSP is
- * `img-src 'self' data:`, and no answer makes the browser fetch another origin). */
+ * shows. Raw HTML stays text; a link keeps only an absolute http(s) or mailto target (and what
+ * it points at, shown beside it: the host, or every recipient); an image becomes a link to it,
+ * never an <img> (the page's CSP is `img-src 'self' data:`, and no answer makes the browser
+ * fetch another origin). Quotes, lists and emphasis deeper than MAX_DEPTH are cut: their
+ * content joins the level above (clamp.ts bounds what the lexer sees). */
 
 import type { MarkedToken, Token, Tokens } from "marked";
+import { MAX_DEPTH } from "./clamp.js";
 
 export type Inline =
   | { k: "text"; text: string }
   | { k: "strong" | "em" | "del"; c: Inline[] }
   | { k: "code"; text: string }
   | { k: "br" }
-  | { k: "link"; href: string; host: string; c: Inline[] };
+  | { k: "link"; href: string; shown: string; c: Inline[] };
 
 export type Align = "center" | "left" | "right" | null;
 
@@ -24,22 +27,58 @@ export type Block =
   | { k: "table"; align: Align[]; head: Inline[][]; rows: Inline[][][] }
   | { k: "hr" };
 
-const SAFE = new Set(["http:", "https:", "mailto:"]);
-
-/** An absolute http(s) or mailto URL and the host people see, or null (shown as text). */
-export function safeLink(href: string): { href: string; host: string } | null {
+/** An absolute http(s) or mailto URL and what people see beside it (the host; for mail, every
+ * recipient), or null (shown as text). */
+export function safeLink(href: string): { href: string; shown: string } | null {
   let url: URL;
   try {
     url = new URL(href.trim());
   } catch {
     return null; // relative, or not a URL: where it points depends on the page
   }
-  if (!SAFE.has(url.protocol)) return null; // javascript:, data:, file:, …
-  const host = url.protocol === "mailto:" ? url.pathname.split("@").pop() ?? "" : url.host;
-  return { href: url.href, host };
+  if (url.protocol === "mailto:") return mailto(url);
+  if (url.protocol !== "http:" && url.protocol !== "https:") return null; // javascript:, data:, file:, …
+  return { href: url.href, shown: url.host };
 }
 
-export function inlines(tokens: Token[] | undefined): Inline[] {
+// A recipient the panel shows: a plain local part, and a domain as a browser shows an http
+// host (an IDN as punycode). Anything else (quotes, `%`, `?`, spaces, controls, bidi marks)
+// makes the link text, so what is shown is all the mail client gets.
+const LOCAL = /^[A-Za-z0-9._+-]+$/;
+const DOMAIN = /^[\p{L}\p{N}.-]+$/u;
+
+/** `mailto:` (RFC 6068): the recipients are the path, comma-separated and percent-encoded;
+ * `?cc=`, `&bcc=`, `subject`, `body` (and `to=`) are headers the shown target would hide, so
+ * the href keeps only the recipients it shows. */
+function mailto(url: URL): { href: string; shown: string } | null {
+  let path: string;
+  try {
+    path = decodeURIComponent(url.pathname);
+  } catch {
+    return null; // a broken escape
+  }
+  const recipients: string[] = [];
+  for (const part of path.split(",")) {
+    const addr = part.trim();
+    if (!addr) continue;
+    const at = addr.lastIndexOf("@");
+    const local = addr.slice(0, at);
+    const domain = addr.slice(at + 1);
+    if (at <= 0 || !LOCAL.test(local) || !DOMAIN.test(domain)) return null;
+    let host: string;
+    try {
+      host = new URL(`http://${domain}/`).hostname;
+    } catch {
+      return null;
+    }
+    if (!host) return null;
+    recipients.push(`${local}@${host}`);
+  }
+  if (!recipients.length) return null; // `mailto:?to=…`: every recipient in a header
+  return { href: `mailto:${recipients.join(",")}`, shown: recipients.join(", ") };
+}
+
+export function inlines(tokens: Token[] | undefined, depth = 0): Inline[] {
   const out: Inline[] = [];
   for (const raw of tokens ?? []) {
     const t = raw as MarkedToken;
@@ -47,7 +86,8 @@ export function inlines(tokens: Token[] | undefined): Inline[] {
       case "strong":
       case "em":
       case "del":
-        out.push({ k: t.type, c: inlines(t.tokens) });
+        if (depth >= MAX_DEPTH) out.push(...inlines(t.tokens, depth));
+        else out.push({ k: t.type, c: inlines(t.tokens, depth + 1) });
         break;
       case "codespan":
         out.push({ k: "code", text: t.text });
@@ -57,7 +97,7 @@ export function inlines(tokens: Token[] | undefined): Inline[] {
         break;
       case "link": {
         const safe = safeLink(t.href);
-        const c = inlines(t.tokens);
+        const c = inlines(t.tokens, depth + 1);
         if (safe) out.push({ k: "link", ...safe, c });
         else out.push(...c);
         break;
@@ -69,7 +109,7 @@ export function inlines(tokens: Token[] | undefined): Inline[] {
         break;
       }
       case "text":
-        if (t.tokens?.length) out.push(...inlines(t.tokens));
+        if (t.tokens?.length) out.push(...inlines(t.tokens, depth));
         else out.push({ k: "text", text: t.text });
         break;
       case "escape":
@@ -91,16 +131,24 @@ function cells(row: Tokens.TableCell[]): Inline[][] {
   return row.map((cell) => inlines(cell.tokens));
 }
 
-export function blocks(tokens: Token[]): Block[] {
+/** `depth`: the quotes and list items around these tokens. */
+export function blocks(tokens: Token[], depth = 0): Block[] {
   const out: Block[] = [];
   for (const raw of tokens) {
-    const b = block(raw);
-    if (b) out.push(b);
+    const t = raw as MarkedToken;
+    if (depth >= MAX_DEPTH && t.type === "blockquote") {
+      out.push(...blocks(t.tokens, depth)); // too deep: the quote's content joins this level
+    } else if (depth >= MAX_DEPTH && t.type === "list") {
+      for (const it of t.items) out.push(...blocks(it.tokens, depth));
+    } else {
+      const b = block(raw, depth);
+      if (b) out.push(b);
+    }
   }
   return out;
 }
 
-export function block(raw: Token): Block | null {
+export function block(raw: Token, depth = 0): Block | null {
   const t = raw as MarkedToken;
   switch (t.type) {
     case "paragraph":
@@ -110,11 +158,11 @@ export function block(raw: Token): Block | null {
     case "code":
       return { k: "code", lang: (t.lang ?? "").split(/\s/)[0] ?? "", text: t.text };
     case "blockquote":
-      return { k: "quote", c: blocks(t.tokens) };
+      return { k: "quote", c: blocks(t.tokens, depth + 1) };
     case "list":
       return {
         k: "list", ordered: t.ordered, start: typeof t.start === "number" ? t.start : 1,
-        items: t.items.map((it) => ({ task: it.task, checked: it.checked === true, c: blocks(it.tokens) })),
+        items: t.items.map((it) => ({ task: it.task, checked: it.checked === true, c: blocks(it.tokens, depth + 1) })),
       };
     case "table":
       return { k: "table", align: t.align, head: cells(t.header), rows: t.rows.map(cells) };

@@ -2,9 +2,12 @@
  * token costs its square; here a top-level block is parsed once it is closed (two blocks
  * follow it), and only the open tail is lexed again as text arrives. A closed block keeps its
  * object, so the view (keyed by it) leaves its elements alone. Text that is not an extension
- * of the last (a final answer that differs) is parsed again from the start. */
+ * of the last (a final answer that differs) is parsed again from the start. Nesting is
+ * clamped before lexing (clamp.ts); should the lexer or the tree still fail, the text is shown
+ * as written, in one paragraph. */
 
 import { Lexer, type Token } from "marked";
+import { clampNesting } from "./clamp.js";
 import { block, type Block } from "./nodes.js";
 
 const OPEN = 2; // blocks kept open: a list or a quote may still take the next lines
@@ -17,7 +20,19 @@ export class MarkdownStream {
   lexed = 0;
 
   update(text: string): Block[] {
-    const src = text.replace(/\r\n?/g, "\n");
+    try {
+      return this.#update(text);
+    } catch {
+      // A RangeError or anything else: the next update starts again from nothing.
+      this.#text = "";
+      this.#closed = [];
+      this.#closedEnd = 0;
+      return [{ k: "p", c: [{ k: "text", text }] }];
+    }
+  }
+
+  #update(text: string): Block[] {
+    const src = clampNesting(text.replace(/\r\n?/g, "\n"));
     if (!src.startsWith(this.#text)) {
       this.#closed = [];
       this.#closedEnd = 0;
