@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from agentchat.agent.selection.selector import SelectionSettings
+from agentchat.settings import env_name
 
 PLACEHOLDER_SECRET = "dev-client-secret"
 # The built-in page's own Gradio app, under the mount path (the mount path itself redirects a
@@ -77,7 +78,8 @@ class AgentSettings(SelectionSettings):
     confirmation_ttl_s: float = 300.0
 
     # Runs (docs/protocol.md §4, "Runs"): each run's events kept for joins, at most this many
-    # per run (the oldest go first); off only for the benchmark's baseline.
+    # per run (the oldest go first); off only for the benchmark's baseline (dev mode only:
+    # `dev_only_switches`).
     run_events: bool = True
     run_events_max: int = Field(default=5000, ge=10)
     # A live run's replica heartbeats it this often; any replica marks a run lost after this
@@ -149,10 +151,11 @@ class AgentSettings(SelectionSettings):
     max_tool_output_chars: int = 4000
 
     # The audit trail of write and destructive calls (agent/audit/): off only for the
-    # benchmark's baseline. Retention cuts a prefix of the chain older than this many days
-    # (0 keeps everything), in the sweeper at most every `audit_prune_interval_s`; it is the
-    # trail's own, never the checkpoint pruner's. `audit_role` (`role` or `role@env` in the
-    # user token) reads every record, or that environment's, at GET /api/agent/audit.
+    # benchmark's baseline (dev mode only: `dev_only_switches`). Retention cuts a prefix of
+    # the chain older than this many days (0 keeps everything), in the sweeper at most every
+    # `audit_prune_interval_s`; it is the trail's own, never the checkpoint pruner's.
+    # `audit_role` (`role` or `role@env` in the user token) reads every record, or that
+    # environment's, at GET /api/agent/audit.
     audit: bool = True
     audit_retention_days: float = Field(default=365.0, ge=0)
     audit_prune_interval_s: float = Field(default=3600.0, gt=0)
@@ -196,6 +199,11 @@ class AgentSettings(SelectionSettings):
     @property
     def page_on(self) -> bool:
         return self.is_dev if self.page_enabled is None else self.page_enabled
+
+    def dev_only_switches(self) -> list[str]:
+        """The audit trail and the run event log off: the benchmarks' baselines only."""
+        return [f"{env_name(type(self), name)}=false" for name in ("audit", "run_events")
+                if not getattr(self, name)]
 
     @model_validator(mode="after")
     def _no_placeholders_outside_dev(self) -> AgentSettings:

@@ -26,9 +26,9 @@ import warnings
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -269,3 +269,18 @@ class SharedSettings(BaseSettings):
     @property
     def is_dev(self) -> bool:
         return self.mode == "dev"
+
+    def dev_only_switches(self) -> list[str]:
+        """What this configuration sets that only benchmarks and tests may (a trail turned
+        off), as `VARIABLE=value`: each component names its own."""
+        return []
+
+    @model_validator(mode="after")
+    def _dev_only_switches_outside_dev(self) -> Self:
+        # A benchmark's baseline turns the audit trail or the event log off; a production
+        # deployment that copied its environment would lose them without a word.
+        on = [] if self.is_dev else self.dev_only_switches()
+        if on:
+            raise ValueError(f"{', '.join(on)}: for benchmarks and tests only, refused outside "
+                             "dev mode (AGENTCHAT_MODE=dev)")
+        return self

@@ -12,6 +12,8 @@ from typing import Any
 
 
 def _settings(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
     from .settings import PolicySettings
 
     overrides: dict[str, Any] = {}
@@ -21,7 +23,13 @@ def _settings(args: argparse.Namespace) -> Any:
         overrides["policy_tests_dir"] = Path(args.tests_dir)
     if getattr(args, "catalog", None):
         overrides["catalog_path"] = Path(args.catalog)
-    return PolicySettings(**overrides)
+    try:
+        return PolicySettings(**overrides)
+    except ValidationError as e:
+        # One line per refusal, never the input (the environment may hold secrets).
+        reasons = "; ".join(err["msg"] for err in e.errors())
+        print(f"agentchat policy: refusing to start: {reasons}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

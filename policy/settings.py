@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agentchat.settings import PACKAGE_DATA, SharedSettings
+from agentchat.settings import PACKAGE_DATA, SharedSettings, env_name
 
 
 class PolicySettings(SharedSettings):
@@ -22,6 +22,7 @@ class PolicySettings(SharedSettings):
     policy_host: str = "127.0.0.1"
     policy_port: int = 8181
     # Decision log: one JSON line per decision on stdout, and appended to this file when set.
+    # Neither (stdout off without a file) is for benchmarks and tests only: dev mode.
     policy_decision_log_path: Path | None = None
     policy_decision_log_stdout: bool = True
     # Verified tokens are cached by sha256(token) until min(exp, this many seconds).
@@ -39,3 +40,11 @@ class PolicySettings(SharedSettings):
     policy_gc_gen0_threshold: int = Field(default=0, ge=0)
     policy_max_body_bytes: int = 64 * 1024
     policy_max_batch: int = Field(default=100, ge=1)
+
+    def dev_only_switches(self) -> list[str]:
+        """No decision log at all (stdout off, no file): the benchmarks' and tests' quiet
+        sidecar, never a deployment's."""
+        if self.policy_decision_log_stdout or self.policy_decision_log_path is not None:
+            return []
+        return [f"{env_name(type(self), 'policy_decision_log_stdout')}=false without "
+                f"{env_name(type(self), 'policy_decision_log_path')}"]

@@ -30,7 +30,7 @@ async def one_run(hub: RunHub, t: Turn) -> None:
 
 def test_trims_once_idle_and_a_new_run_cancels_it() -> None:
     async def main() -> None:
-        hub = RunHub(settings=AgentSettings(idle_trim_s=0.2, run_events=False),
+        hub = RunHub(settings=AgentSettings(mode="dev", idle_trim_s=0.2, run_events=False),
                      pool=None)  # type: ignore[arg-type]
         await one_run(hub, turn(1))
         await asyncio.sleep(0.1)
@@ -39,7 +39,7 @@ def test_trims_once_idle_and_a_new_run_cancels_it() -> None:
         assert hub.trims == 0
         await asyncio.sleep(0.3)
         assert hub.trims == 1
-        off = RunHub(settings=AgentSettings(idle_trim_s=0, run_events=False),
+        off = RunHub(settings=AgentSettings(mode="dev", idle_trim_s=0, run_events=False),
                      pool=None)  # type: ignore[arg-type]
         await one_run(off, turn(3))
         await asyncio.sleep(0.1)
@@ -50,7 +50,7 @@ def test_trims_once_idle_and_a_new_run_cancels_it() -> None:
 
 def test_a_submit_admitted_calls_the_trim_off_before_its_run_starts() -> None:
     async def main() -> None:
-        hub = RunHub(settings=AgentSettings(idle_trim_s=0.2, run_events=False),
+        hub = RunHub(settings=AgentSettings(mode="dev", idle_trim_s=0.2, run_events=False),
                      pool=None)  # type: ignore[arg-type]
         await one_run(hub, turn(1))
         hub.admit()  # a burst's first submit: its turn is still starting (selection, rows)

@@ -65,6 +65,10 @@ def test_unset_mode_is_production(tmp_path: Path) -> None:
      "placeholder service client secret is refused outside dev"),
     ({"AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
      "placeholder service client secret is refused outside dev"),
+    # The benchmarks' baselines: no audit trail, no run event log.
+    ({"AGENTCHAT_AGENT_AUDIT": "false"}, "AGENTCHAT_AGENT_AUDIT=false: for benchmarks and "
+     "tests only, refused outside dev mode (AGENTCHAT_MODE=dev)"),
+    ({"AGENTCHAT_AGENT_RUN_EVENTS": "0"}, "AGENTCHAT_AGENT_RUN_EVENTS=false: for benchmarks"),
 ])
 def test_agent_without_a_mode_refuses_dev_only_settings(tmp_path: Path, env: dict[str, str],
                                                         reason: str) -> None:
@@ -72,6 +76,34 @@ def test_agent_without_a_mode_refuses_dev_only_settings(tmp_path: Path, env: dic
     assert out.returncode == 2, (out.stdout, out.stderr[-2000:])
     assert "refusing to start" in out.stderr and reason in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_the_sidecar_without_a_mode_refuses_to_keep_no_decision_log(tmp_path: Path) -> None:
+    out = run_cli("policy", "serve", "--port", str(free_port()),
+                  env=clean_env(AGENTCHAT_DATA_DIR=str(tmp_path),
+                                AGENTCHAT_POLICY_DECISION_LOG_STDOUT="false"))
+    assert out.returncode == 2, (out.stdout, out.stderr[-2000:])
+    assert ("refusing to start: Value error, AGENTCHAT_POLICY_DECISION_LOG_STDOUT=false without "
+            "AGENTCHAT_POLICY_DECISION_LOG_PATH: for benchmarks and tests only") in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_in_dev_the_benchmark_switches_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read from the environment as the entry points read it; with a decision log file the
+    sidecar's stdout may be off anywhere."""
+    from agentchat.agent.settings import AgentSettings
+    from agentchat.policy.settings import PolicySettings
+
+    for name in ("AGENTCHAT_AGENT_AUDIT", "AGENTCHAT_AGENT_RUN_EVENTS",
+                 "AGENTCHAT_POLICY_DECISION_LOG_STDOUT"):
+        monkeypatch.setenv(name, "false")
+    monkeypatch.setenv("AGENTCHAT_MODE", "dev")
+    agent = AgentSettings()
+    assert (agent.audit, agent.run_events) == (False, False)
+    assert PolicySettings().policy_decision_log_stdout is False
+    monkeypatch.setenv("AGENTCHAT_MODE", "production")
+    monkeypatch.setenv("AGENTCHAT_POLICY_DECISION_LOG_PATH", "/var/log/decisions.jsonl")
+    assert PolicySettings().policy_decision_log_stdout is False
 
 
 def test_token_cli_needs_dev_mode(tmp_path: Path) -> None:

@@ -117,8 +117,8 @@ def test_a_run_in_memory_is_linear() -> None:
     """The RunHub's own record of a 2,000-token answer (no database: the log off) holds the
     answer once: its events add the tokens' size, not the answer's per event."""
     async def kept_bytes(tokens: int) -> tuple[int, str]:
-        hub = RunHub(settings=AgentSettings(run_events=False, flush_interval_s=0.0,
-                                            flush_events_per_s=0.0),
+        hub = RunHub(settings=AgentSettings(mode="dev", run_events=False,
+                                            flush_interval_s=0.0, flush_events_per_s=0.0),
                      pool=None)  # type: ignore[arg-type]
         turn = Turn("c1", "t1", "s1", TurnRuntime(conversation_id="c1", user_jwt="", tools=[]),
                     None)
