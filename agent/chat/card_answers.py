@@ -24,15 +24,20 @@ from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.graph.taint import context_taint
 from agentchat.agent.metrics import CARD_ANSWER, CARDS
 from agentchat.agent.storage import confirmations, submits
+from agentchat.agent.storage import grants as grant_records
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db, Row, connection
+from agentchat.catalog import Tool
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import conversation_lock
+from agentchat.digest import object_key
 from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import Principal
 
 TRACER = trace.get_tracer("agentchat.agent")
 Conn = psycopg.AsyncConnection[Any]
+# A requester's confirm of a call that now needs someone else's approval, no grant covering it.
+APPROVAL_REQUIRED = "approval_required"
 
 
 class CardAnswers:
@@ -215,12 +220,31 @@ class CardAnswers:
                 out[call["call_id"]] = {"decision": "deny", "required_role": None,
                                         "alternatives": []}
                 continue
+            arguments = call.get("arguments") or {}
             decision = await self.policy.check_call(user_jwt=token, tool=tool,
-                                                    arguments=call.get("arguments") or {},
+                                                    arguments=arguments,
                                                     untrusted=taint is not None,
                                                     catalog_revision=catalog.revision)
+            decision = await self._granted(conversation_id, tool, arguments, decision)
             out[call["call_id"]] = {**decision, "untrusted_source": taint}
         return out
+
+    async def _granted(self, conversation_id: str, tool: Tool, arguments: dict[str, Any],
+                       d: dict[str, Any]) -> dict[str, Any]:
+        """The requester's confirm stands for their own card only: where the policy of now
+        sends the call to someone else's approval (a grant's call carded for an untrusted
+        context, docs/protocol.md §11), a live grant must still cover it; revoked or expired
+        meanwhile, the call does not run."""
+        if (d.get("decision") != "allow_with_confirmation"
+                or (d.get("approval") or {}).get("mode") != "other"):
+            return d
+        grant_id = await grant_records.covering(
+            self.pool, conversation_id, tool.name, d.get("env_context"),
+            object_key(arguments, tuple(tool.environment_arguments())))
+        if grant_id is not None:
+            return {**d, "grant_id": grant_id}
+        return {**d, "decision": "deny", "reason_code": APPROVAL_REQUIRED,
+                "required_role": None, "alternatives": []}
 
 
 def listed_calls(card: dict[str, Any] | None, call_id: str) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from agentchat.agent.graph.state import (
     EXPIRED,
     PREFETCH_NAME,
     REFUSED,
+    SELF_ANSWER,
     UNTRUSTED_CARD,
     AgentState,
     GraphDeps,
@@ -183,22 +184,27 @@ class Nodes:
                  "reason_code": UNTRUSTED_CARD}
         if d.get("reason_code") == UNTRUSTED_CARD:
             d = {**d, "untrusted_source": taint}
-        return await self._granted(d, tool, args, ctx)
+        return await self._granted(d, tool, args, ctx, taint)
 
     async def _granted(self, d: dict[str, Any], tool: Any, args: dict[str, Any],
-                       ctx: TurnRuntime) -> dict[str, Any]:
+                       ctx: TurnRuntime, taint: str | None) -> dict[str, Any]:
         """A call the sidecar sends to someone else's approval, covered by a live time-boxed
-        grant of an earlier approval (issue 34): it runs without a card, audited with the
-        grant. Only the catalog's card is covered, never an untrusted context's."""
+        grant of an earlier approval (docs/protocol.md §11): the grant stands for that
+        approval and nothing else. Untainted, the call runs without a card; in an untrusted
+        context a write still shows the requester's own card (its `reason` says why), and
+        its decision carries both the grant and the taint."""
         approval = d.get("approval") or {}
         if (self.deps.grants is None or d.get("decision") != "allow_with_confirmation"
-                or approval.get("mode") != "other" or d.get("reason_code") == UNTRUSTED_CARD):
+                or approval.get("mode") != "other"):
             return d
         key = object_key(args, tuple(tool.environment_arguments()))
         grant_id = await self.deps.grants(ctx.conversation_id, tool.name,
                                           d.get("env_context"), key)
         if grant_id is None:
             return d
+        if taint is not None and tool.risk != "read":
+            return {**d, "reason_code": UNTRUSTED_CARD, "untrusted_source": taint,
+                    "grant_id": grant_id, "approval": dict(SELF_ANSWER)}
         return {**d, "decision": "allow", "confirmation_required": False, "grant_id": grant_id}
 
     async def confirm(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[

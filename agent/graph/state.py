@@ -29,6 +29,11 @@ IDEMPOTENCY_NAMESPACE = uuid.UUID("0b7f3e2a-51c4-4d8e-a6f9-2e3c7d1b5a84")
 REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
 UNTRUSTED_CARD = "confirmation_required_untrusted"
 EXPIRED = "not run: the confirmation expired"
+# The requester answers the card (the sidecar's `approval` for mode `self`, docs/protocol.md
+# §11): what a grant leaves of a card an untrusted context still needs.
+SELF_ANSWER: dict[str, Any] = {"mode": "self", "approvers": [], "quorum": 0,
+                               "expires_after_s": None, "escalate_after_s": None,
+                               "grant_max_minutes": 0, "rule": None}
 
 
 def merge_messages(left: Any, right: Any) -> Any:

@@ -8,8 +8,10 @@ PostgreSQL, the offline model, the REST API as an approver's client would call i
 - The refusals: bob approving his own, carol (no approver role), a wrong digest, a second
   answer, after expiry, after bob cancelled: each its code, and nothing changes.
 - Quorum 2: one approval leaves it pending, the second person's runs it.
-- A time-boxed grant covers a second identical call (no card, audited with the grant) and not
-  a call on another object; revoked, it stops covering at once.
+- A time-boxed grant covers a second identical call in a clean context (no card, audited with
+  the grant); after a prefetch (ss-tools text in the context) the requester's own card still
+  shows, saying why, its record naming both; not a call on another object; revoked, it stops
+  covering at once, a card shown under it included.
 - The inbox: pending, answered and expired lists, never one's own requests, keyset pages; one
   approval with its context.
 - The panel's approvals pages (approvals/, approvals/{id}) are its index.html with its CSP; in
@@ -43,9 +45,11 @@ from agentchat.settings import PACKAGE_DATA
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import say, wait_for
 from testkit.stack import Stack, stack_on_own_database
-from testkit.support import free_port
+from testkit.support import Service, free_port, script_model, stub_model_env
 
 SECRET = "approvals-webhook-secret"
+UNTRUSTED = "confirmation_required_untrusted"
+DEPLOY_42 = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "prod"}}
 
 # Prod deploys: one approver; prod deletes: two; ss-stage deploys expire in 3 s.
 APPROVALS = """
@@ -168,6 +172,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str, migrated_tem
             AGENTCHAT_AGENT_PUBLIC_URL="https://ss.example.com",
             AGENTCHAT_AGENT_OUTBOX_POLL_S="0.2", AGENTCHAT_AGENT_OUTBOX_RETRY_S="0.3") as s:
         yield s
+
+
+@pytest.fixture(scope="module")
+def scripted(stack: Stack, model: Service) -> Iterator[Service]:
+    """A second agent on the same stack whose model says what a test scripts: calls exactly
+    as written, no prefetch (testkit/openai_stub.py)."""
+    svc = stack.start_agent(**stub_model_env(model))
+    yield svc
+    svc.stop()
+
+
+def stage(stack: Stack, token: str, cid: str | None, name: str) -> dict[str, Any]:
+    """The first `name` stage of the conversation's one audit record."""
+    recs = get(stack, token, "audit", conversation_id=cid).json()["items"]
+    assert len(recs) == 1, recs
+    return next(st["detail"] for st in recs[0]["stages"] if st["stage"] == name)
 
 
 def people(stack: Stack) -> dict[str, str]:
@@ -433,7 +453,8 @@ def test_a_pending_approval_escalates_then_expires(stack: Stack, receiver: Recei
     assert item["escalated_at"] is not None
 
 
-def test_a_grant_covers_the_same_call_until_revoked(stack: Stack) -> None:
+def test_a_grant_covers_the_same_call_until_revoked(stack: Stack, scripted: Service,
+                                                    model: Service) -> None:
     who = people(stack)
     stack.reset_sandbox()
     _, card = ask(stack, who["bob"], "задеплой дашборд 42 в прод")
@@ -445,13 +466,27 @@ def test_a_grant_covers_the_same_call_until_revoked(stack: Stack) -> None:
     assert got.status_code == 200 and got.json()["grant_id"], got.text
     grant_id = got.json()["grant_id"]
     wait_run(stack, who["bob"], card.conversation_id or "", got.json()["run_id"])
-    # The same call again: no card, it runs, and its record names the grant.
-    again = say(stack.agent, who["bob"], "задеплой дашборд 42 в прод", timeout=60)
-    assert again.kind == "final" and not again.of("confirm_required"), again.types()
+    # The same call in a clean context (the scripted model: no prefetch, only bob's words):
+    # no card, it runs, and its record names the grant.
+    script_model(model, [DEPLOY_42])
+    clean = say(scripted, who["bob"], "задеплой дашборд в прод", timeout=60)
+    assert clean.kind == "final" and not clean.of("confirm_required"), clean.types()
     assert len(deploys(stack)) == 2
-    rec = get(stack, who["bob"], "audit", conversation_id=again.conversation_id).json()
-    check = rec["items"][0]["stages"][0]["detail"]
-    assert (check["kind"], check["grant_id"]) == ("check", grant_id)
+    check = stage(stack, who["bob"], clean.conversation_id, "decision")
+    assert (check["kind"], check["grant_id"], check["untrusted"]) == ("check", grant_id, False)
+    # After a prefetch of dashboard 42 (ss-tools text in the context) the grant stands for
+    # alice's approval only: bob's own card, saying why, and the record says both.
+    tab, tainted = ask(stack, who["bob"], "задеплой дашборд 42 в прод")
+    assert tainted.last["approval"] is None and tainted.last["reason_code"] == UNTRUSTED
+    assert "ss-tools" in tainted.last["reason"], tainted.last["reason"]
+    check = stage(stack, who["bob"], tainted.conversation_id, "decision")
+    assert (check["grant_id"], check["untrusted_source"], check["reason_code"]) == (
+        grant_id, "tool_output", UNTRUSTED)
+    assert len(deploys(stack)) == 2
+    done = say(stack.agent, who["bob"], "__resume__", "confirm", tainted.conversation_id,
+               tab=tab, timeout=60)
+    assert [e["tool"] for e in done.of("tool_end")] == ["deploy_dashboard"], done.types()
+    assert len(deploys(stack)) == 3
     # Another object is not covered.
     ask(stack, who["bob"], "задеплой дашборд 41 в прод")
     mine = get(stack, who["bob"], "grants").json()["items"]
@@ -463,11 +498,20 @@ def test_a_grant_covers_the_same_call_until_revoked(stack: Stack) -> None:
     gone = httpx.delete(f"{stack.agent.url}/api/agent/grants/{grant_id}", timeout=30,
                         headers={"Authorization": f"Bearer {who['carol']}"})
     refused(gone, 404, "NOT_FOUND")
+    # A tainted card shown under the grant, the grant revoked before bob's confirm: bob's
+    # answer stands for his own card only, so nothing runs.
+    tab, late = ask(stack, who["bob"], "задеплой дашборд 42 в прод")
+    assert late.last["approval"] is None and late.last["reason_code"] == UNTRUSTED
     revoked = httpx.delete(f"{stack.agent.url}/api/agent/grants/{grant_id}", timeout=30,
                            headers={"Authorization": f"Bearer {who['alice']}"})
     assert revoked.status_code == 200 and revoked.json()["live"] is False, revoked.text
-    ask(stack, who["bob"], "задеплой дашборд 42 в прод")  # a card again, at once
-    assert len(deploys(stack)) == 2
+    after = say(stack.agent, who["bob"], "__resume__", "confirm", late.conversation_id,
+                tab=tab, timeout=60)
+    assert after.kind == "final" and not after.of("tool_end"), after.types()
+    assert stage(stack, who["bob"], late.conversation_id, "not_run")["reason"] == "revoked"
+    _, again = ask(stack, who["bob"], "задеплой дашборд 42 в прод")  # alice's card again
+    assert again.last["approval"]["mode"] == "other"
+    assert len(deploys(stack)) == 3
 
 
 def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:
