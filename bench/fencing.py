@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, message_to_dict
 from agentchat.agent.audit import store as audit_store
 from agentchat.agent.audit.store import CallRef
 from agentchat.agent.storage import turn_plans
-from agentchat.agent.storage.fencing import NO_RUN, RunFence
+from agentchat.agent.storage.fencing import RunFence
 from agentchat.db import create_pool, migrate_url
 from common import scratch_database, summary
 
@@ -91,7 +91,7 @@ async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
         async with pool.connection() as conn:
             async with conn.pipeline(), conn.transaction():
                 placing = await audit_store.place(conn, [ids[i % runs]], [])
-                statement = await audit_store.insert_rows(placing, [entry(i)], NO_RUN)
+                statement = await audit_store.insert_rows(placing, [entry(i)], RunFence())
                 assert statement is not None
                 await conn.execute(UNFENCED, statement[1])
 

@@ -49,8 +49,9 @@ STREAM_MODES: list[StreamMode] = ["custom", "updates"]
 # step (three checkpoints and two writes for a plain answer instead of one checkpoint): at a
 # burst of 200 submits those queued on the pool before the model's first token and again
 # before `final` (bench/README.md, issue 21). What a run that dies mid-way loses is the steps
-# since its turn began or its card was answered: `retry` runs those again, with the same
-# idempotency keys (recovery.py).
+# since its turn began or its card was answered: a takeover or `retry` runs those again, with
+# the same idempotency keys; a step that planned a write was stored before the write ran, and
+# a takeover replays it rather than asking the model (agent/graph/plans.py).
 DURABILITY: Durability = "exit"
 
 
@@ -316,7 +317,7 @@ class TurnRunner:
         the thread's last model message without a ToolMessage gets one (`reason`, status
         error), after it the partial answer if there is one, and every call still `running`
         in `tool_calls` gets `outcome`, so the model never sees a call without a result. The
-        one repair for a cancelled or failed turn, a run that died mid-step (recovery.py) and
+        one repair for a cancelled or failed turn, a run that died mid-step (turn_starts.py) and
         a card a new message denies (card_answers.py)."""
         messages: list[BaseMessage] = (await self.state(conversation_id)).values.get(
             "messages", [])

@@ -72,10 +72,10 @@ class RunFence:
             raise self.refused()
 
 
-NO_RUN = RunFence()
 CURRENT: ContextVar[RunFence | None] = ContextVar("agentchat_run_fence", default=None)
 
 
 def current() -> RunFence:
-    """The fence of the run whose task this is; outside a run, one that fences nothing."""
-    return CURRENT.get() or NO_RUN
+    """The fence of the run whose task this is; outside a run, a new one that fences nothing
+    (its own: a refusal could never mark a shared one)."""
+    return CURRENT.get() or RunFence()
