@@ -3,14 +3,24 @@ the old AGENTCHAT_<NAME> still works, with a warning). agent/README_settings.md 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agentchat.agent.selection.selector import SelectionSettings
 from agentchat.settings import env_name
 
 PLACEHOLDER_SECRET = "dev-client-secret"
+# A resume key shorter than this seals nothing (agent/storage/sealing.py).
+RESUME_KEY_MIN_CHARS = 32
+
+
+def resume_keys(listed: str) -> tuple[str, ...]:
+    """Resume keys as listed, newest first: separated by commas or newlines, blanks
+    dropped (AGENTCHAT_AGENT_RESUME_KEY, and the key file's lines)."""
+    return tuple(k.strip() for k in re.split(r"[,\n]", listed) if k.strip())
+
 # The built-in page's own Gradio app, under the mount path (the mount path itself redirects a
 # browser there): the `/chat` app holds no page components, so its sessions stay small.
 PAGE_SUBPATH = "/page"
@@ -93,10 +103,11 @@ class AgentSettings(SelectionSettings):
     run_takeover: bool = True
     run_max_attempts: int = Field(default=3, ge=1)
     run_takeover_poll_s: float = Field(default=0.5, gt=0)
-    # The key that seals the user token a live run keeps for its takeover
-    # (agent/storage/sealing.py), or a file holding it (the operator's); unset: derived
+    # The keys that seal the user token a live run keeps for its takeover
+    # (agent/storage/sealing.py), newest first: a list separated by commas or newlines, or a
+    # file holding one a line (the operator's, re-read when it changes); unset: one derived
     # from `service_client_secret`.
-    resume_key: str | None = Field(default=None, min_length=32)
+    resume_key: str | None = None
     resume_key_file: Path | None = None
     # Joiners on another replica learn of new events by LISTEN on this direct connection
     # (default: the database URL); `join_listen=false` (e.g. behind a transaction-pooling
@@ -191,6 +202,16 @@ class AgentSettings(SelectionSettings):
     # The built-in Gradio page at the mount path + PAGE_SUBPATH (agent/gradio/page.py): unset means
     # on in dev and off otherwise (the Svelte panel is the product UI); off, its paths are 404.
     page_enabled: bool | None = None
+
+    @field_validator("resume_key")
+    @classmethod
+    def _resume_keys_long_enough(cls, value: str | None) -> str | None:
+        # The message names no key: the agent prints it at start.
+        if value is not None and any(len(k) < RESUME_KEY_MIN_CHARS
+                                     for k in resume_keys(value) or [""]):
+            raise ValueError(f"AGENTCHAT_AGENT_RESUME_KEY: every key needs "
+                             f"{RESUME_KEY_MIN_CHARS} characters or more")
+        return value
 
     @property
     def ui_on(self) -> bool:

@@ -278,7 +278,8 @@ class RunHub:
         """Store what the writer has not yet stored, in one transaction."""
         runs = list(self.live.values())
         new = [store.RunRecord(r.run_id, r.conversation_id, r.turn_id, r.kind, r.tab_id,
-                               self.replica, self.seal.seal(r.token))
+                               self.replica, self.seal.seal(r.token, run=r.run_id,
+                                                            conversation=r.conversation_id))
                for r in runs if not r.recorded]
         progress, marks, bases = [], [], []
         for r in runs:

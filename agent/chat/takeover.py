@@ -70,9 +70,12 @@ class Takeover:
             last = await takeovers.turn_to_resume(self.pool, str(row["turn_id"]))
             if last is None or last["status"] != "running" or last["user_text"] is None:
                 raise LookupError("its turn is gone or settled")
+            # Sealed with its run (storage/sealing.py): another run's token does not open,
+            # and the run is lost before any takeover row is audited.
+            token = self.hub.seal.open(str(row["resume_token"]), run=run_id,
+                                       conversation=str(row["conversation_id"]))
             await self._audit(row)
-            turn = await self.starts.take_over(self.hub.seal.open(str(row["resume_token"])),
-                                               str(row["conversation_id"]),
+            turn = await self.starts.take_over(token, str(row["conversation_id"]),
                                                str(row["tab_id"]), last)
         except Exception:
             log.exception("run %s could not be resumed here; marked lost", run_id)

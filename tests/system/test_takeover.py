@@ -37,9 +37,10 @@ from typing import Any
 import httpx
 import pytest
 
+from agentchat.agent.storage.sealing import TokenSeal
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import audit_ok, history_items, rows, say, submit, wait_for
-from testkit.stack import Stack, running_stack
+from testkit.stack import CLIENT_SECRET, Stack, running_stack
 from testkit.support import (
     Service,
     create_database,
@@ -549,18 +550,30 @@ def test_attempts_used_up_end_run_lost_with_the_reason(stack: Stack, paused: Ser
     assert last == lost.last["seq"], "nothing stored after RUN_LOST"
 
 
+@pytest.mark.parametrize("stored", ["nothing", "another run's seal"])
 def test_a_run_of_the_previous_release_is_marked_lost_not_taken_over(
-        stack: Stack, paused: Service) -> None:
+        stack: Stack, paused: Service, stored: str) -> None:
     """During a rolling update the previous release's replicas keep no resume token (and do
     not fence their writes): a survivor never takes such a run over; it ends RUN_LOST with
-    the reason `unresumable`, as before issue 33."""
+    the reason `unresumable`, as before issue 33. So does a run whose row holds another
+    run's sealed token (an admin's, copied by someone who can write the table): the seal is
+    bound to its run, conversation and subject (agent/storage/sealing.py) and does not open,
+    so the run never goes on as someone else."""
     alice = stack.token("alice")
     first, cid, run_id = stored_run(stack, paused, alice, "привет and echo 200 words")
     paused.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
-        # The row as the previous release stores it: no resume token.
-        rows(stack.database_url, "UPDATE runs SET resume_token = NULL WHERE id=%s"
-             " RETURNING id", run_id)
+        if stored == "nothing":  # the row as the previous release stores it
+            rows(stack.database_url, "UPDATE runs SET resume_token = NULL WHERE id=%s"
+                 " RETURNING id", run_id)
+        else:  # the stack's key: derived from the service client secret (no resume key set)
+            seal = TokenSeal.of(None, None, CLIENT_SECRET)
+            other = {"run": str(uuid.uuid4()), "conversation": str(uuid.uuid4())}
+            admin = stack.token("root", ["admin"])
+            foreign = seal.seal(admin, **other)
+            assert foreign is not None and seal.open(foreign, **other) == admin
+            rows(stack.database_url, "UPDATE runs SET resume_token = %s WHERE id=%s"
+                 " RETURNING id", foreign, run_id)
         wait_for(lambda: run_row(stack, run_id)["status"] == "lost", "RUN_LOST", BOUND_S,
                  pause=0.1)
         lost = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
@@ -569,4 +582,7 @@ def test_a_run_of_the_previous_release_is_marked_lost_not_taken_over(
     assert lost.kind == "error" and lost.last["code"] == "RUN_LOST", lost.types()
     assert lost.last["reason"] == "unresumable" and not lost.of("run_resumed")
     row = run_row(stack, run_id)
-    assert row["attempt"] == 1 and row["replica"] == "paused"
+    # The foreign seal was claimed (attempt 2) and refused when opened; no seal, no claim.
+    assert (row["attempt"], row["replica"]) == ((1, "paused") if stored == "nothing"
+                                                else (2, "survivor"))
+    assert not audit_ok(stack, user_actor="root")
