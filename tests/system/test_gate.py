@@ -11,6 +11,7 @@ gated afresh and never replaying an approved write.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -386,6 +387,18 @@ def test_a_fork_never_replays_a_confirmed_deploy(stack: Stack, agent: Service,
     assert sorted(r["branch"] for r in records) == sorted(siblings)
 
 
+def settled_history(agent: Service, token: str, cid: str) -> list[dict[str, Any]]:
+    """History once two reads 0.3 s apart agree."""
+    seen = history_items(agent, token, cid)
+    for _ in range(20):
+        time.sleep(0.3)
+        now = history_items(agent, token, cid)
+        if now == seen:
+            return now
+        seen = now
+    return seen
+
+
 def test_refused_while_a_card_waits_or_a_run_is_live(stack: Stack, agent: Service,
                                                      model: Service) -> None:
     script(model)  # nothing scripted: the planner answers
@@ -420,7 +433,9 @@ def test_refused_while_a_card_waits_or_a_run_is_live(stack: Stack, agent: Servic
         started = say(agent, alice, "найди дашборды про продажи в ss-dev", None, cid,
                       tab=tab, drop_after=1)
         assert started.events, started.types()
-        live = history_items(agent, alice, cid)
+        # The run stores its tool call just after its first event: read history once it
+        # stands still, so what the refused edit must leave alone is all there.
+        live = settled_history(agent, alice, cid)
         out = fturn(agent, alice, tab, fork("edit", cid, user, "привет"))
         assert out.last["code"] == "CONVERSATION_BUSY", out.types()
         assert history_items(agent, alice, cid) == live
