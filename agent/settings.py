@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
 
 from agentchat.agent.selection.selector import SelectionSettings
 from agentchat.settings import env_name
@@ -14,6 +16,20 @@ from agentchat.settings import env_name
 PLACEHOLDER_SECRET = "dev-client-secret"
 # A resume key shorter than this seals nothing (agent/storage/sealing.py).
 RESUME_KEY_MIN_CHARS = 32
+
+
+def smtp_refusal(url: str) -> str | None:
+    """Why AGENTCHAT_AGENT_SMTP_URL is refused (agent/chat/mail.py sends by it), naming no
+    part of it: it may hold a password."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("smtp", "smtp+starttls", "smtps"):
+        return "AGENTCHAT_AGENT_SMTP_URL: the scheme must be smtp, smtp+starttls or smtps"
+    if not parts.hostname:
+        return "AGENTCHAT_AGENT_SMTP_URL: no host"
+    if (parts.username or parts.password) and parts.scheme == "smtp":
+        return ("AGENTCHAT_AGENT_SMTP_URL: a login needs TLS; use smtp+starttls:// or "
+                "smtps:// (smtp:// never sends credentials in the clear)")
+    return None
 
 
 def resume_keys(listed: str) -> tuple[str, ...]:
@@ -28,6 +44,9 @@ PAGE_SUBPATH = "/page"
 
 class AgentSettings(SelectionSettings):
     """The agent's settings; the tool-selection ones come from SelectionSettings."""
+
+    # A refused setting never echoes the environment (keys, passwords in URLs) into the error.
+    model_config = SettingsConfigDict(hide_input_in_errors=True)
 
     host: str = "127.0.0.1"
     port: int = 7860
@@ -181,7 +200,10 @@ class AgentSettings(SelectionSettings):
     # escalation to the escalation recipients. `public_url` prefixes the links (the panel's).
     approval_webhook_url: str | None = None
     approval_webhook_secret: str | None = Field(default=None, min_length=16)
-    smtp_url: str | None = Field(default=None, pattern=r"^smtp(\+starttls)?://")
+    # smtp://, smtp+starttls:// or smtps:// (agent/chat/mail.py): TLS verified (against the
+    # CA file alone when set), credentials only with TLS (refused at start otherwise).
+    smtp_url: str | None = None
+    smtp_ca_file: Path | None = None
     smtp_from: str = "agentchat@localhost"
     approval_email_to: dict[str, list[str]] = Field(default_factory=dict)
     approval_escalation_email_to: dict[str, list[str]] = Field(default_factory=dict)
@@ -202,6 +224,14 @@ class AgentSettings(SelectionSettings):
     # The built-in Gradio page at the mount path + PAGE_SUBPATH (agent/gradio/page.py): unset means
     # on in dev and off otherwise (the Svelte panel is the product UI); off, its paths are 404.
     page_enabled: bool | None = None
+
+    @field_validator("smtp_url")
+    @classmethod
+    def _smtp_url_safe(cls, value: str | None) -> str | None:
+        why = smtp_refusal(value) if value else None
+        if why is not None:
+            raise ValueError(why)
+        return value
 
     @field_validator("resume_key")
     @classmethod

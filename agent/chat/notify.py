@@ -9,8 +9,9 @@ every configured channel it has not yet reached:
               <unix seconds>` and `X-AgentChat-Signature: sha256=<hex HMAC-SHA256 of
               "<timestamp>.<body>">` under AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET; any 2xx
               is delivered
-    email     SMTP (AGENTCHAT_AGENT_SMTP_URL), plain text and HTML, to the environment's
-              recipients (the escalation recipients for an escalation)
+    email     SMTP (AGENTCHAT_AGENT_SMTP_URL; STARTTLS or implicit TLS verified, no login
+              without TLS: mail.py), plain text and HTML, to the environment's recipients
+              (the escalation recipients for an escalation)
 
 A channel not configured (or with no recipient) counts as done. The link in a notification
 carries no authority: the approver signs in on the page it opens.
@@ -25,7 +26,6 @@ import hmac
 import html
 import json
 import logging
-import smtplib
 import time
 from email.message import EmailMessage
 from typing import Any
@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from agentchat.agent.audit.trail import AuditTrail
+from agentchat.agent.chat import mail
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import confirmations, outbox
 from agentchat.agent.storage.db import Db, Row
@@ -179,14 +180,6 @@ class Notifications:
             f"<p>{html.escape(body['text'])}</p><ul>"
             + "".join(f"<li>{html.escape(line)}</li>" for line in facts)
             + f"</ul><p><a href=\"{link}\">{link}</a></p>", subtype="html")
-        await asyncio.to_thread(self._send, msg)
+        await asyncio.to_thread(mail.send, self.settings.smtp_url, msg,
+                                ca_file=self.settings.smtp_ca_file)
         return ", ".join(to)
-
-    def _send(self, msg: EmailMessage) -> None:
-        url = urlsplit(self.settings.smtp_url or "")
-        with smtplib.SMTP(url.hostname or "127.0.0.1", url.port or 25, timeout=10) as smtp:
-            if url.scheme == "smtp+starttls":
-                smtp.starttls()
-            if url.username:
-                smtp.login(url.username, url.password or "")
-            smtp.send_message(msg)
