@@ -5,10 +5,11 @@ Each replica runs one loop: it tells expired and escalated approvals (a conditio
 writes their notifications), claims due notifications (storage/outbox.py) and sends each on
 every configured channel it has not yet reached:
 
-    webhook   POST JSON to AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL, signed: `X-AgentChat-Timestamp:
-              <unix seconds>` and `X-AgentChat-Signature: sha256=<hex HMAC-SHA256 of
-              "<timestamp>.<body>">` under AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET; any 2xx
-              is delivered
+    webhook   POST JSON to AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL (its `text` made inert for
+              Slack and Mattermost: notice_text.py; the other fields raw data), signed:
+              `X-AgentChat-Timestamp: <unix seconds>` and `X-AgentChat-Signature:
+              sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">` under
+              AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET; any 2xx is delivered
     email     SMTP (AGENTCHAT_AGENT_SMTP_URL; STARTTLS or implicit TLS verified, no login
               without TLS: mail.py), plain text and HTML, to the environment's recipients
               (the escalation recipients for an escalation)
@@ -35,10 +36,10 @@ import httpx
 
 from agentchat.agent.audit.trail import AuditTrail
 from agentchat.agent.chat import mail
+from agentchat.agent.chat.notice_text import summary
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import confirmations, outbox
 from agentchat.agent.storage.db import Db, Row
-from agentchat.words import pick, turn_language
 
 log = logging.getLogger("agentchat.agent")
 
@@ -50,26 +51,6 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     """`sha256=<hex>` of HMAC-SHA256 over `<timestamp>.<body>` (the receiver recomputes it)."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
-
-
-def summary(body: dict[str, Any], link: str) -> str:
-    """The one-line `text`, in the card's language (its prompt's), for a chat webhook."""
-    lang = turn_language(str(body.get("prompt") or ""))
-    who, what = body.get("requester"), body.get("prompt") or body.get("tool_name")
-    calls = body.get("calls")
-    if isinstance(calls, list) and len(calls) > 1:  # a card of several calls: each named
-        what = "; ".join(str(c.get("prompt") or c.get("tool_name")) for c in calls
-                         if isinstance(c, dict))
-    event = body.get("event")
-    if event == "approval_answered":
-        verb = pick(lang, "одобрил" if body.get("decision") == "approve" else "отклонил",
-                    "approved" if body.get("decision") == "approve" else "denied")
-        return pick(lang, f"{body.get('approver')} {verb} запрос {who}: {what} {link}",
-                    f"{body.get('approver')} {verb} {who}'s request: {what} {link}")
-    head = {"approval_requested": pick(lang, "Нужно одобрение", "Approval needed"),
-            "approval_escalated": pick(lang, "Всё ещё ждёт одобрения", "Still awaiting approval"),
-            "approval_expired": pick(lang, "Срок одобрения истёк", "Approval expired")}
-    return f"{head.get(str(event), str(event))}: {who}: {what} {link}"
 
 
 class Notifications:
@@ -166,18 +147,19 @@ class Notifications:
         to = self.recipients(body)
         if not self.settings.smtp_url or not to:
             return None
+        text = summary(body, body["approve_url"], chat=False)  # the webhook's is chat-escaped
         msg = EmailMessage()
         msg["From"] = self.settings.smtp_from
         msg["To"] = ", ".join(to)
-        msg["Subject"] = f"[AgentChat] {body['text'][:150]}"
+        msg["Subject"] = f"[AgentChat] {text[:150]}"
         msg["X-AgentChat-Notification"] = str(body["id"])
         facts = [f"{k}: {body.get(k)}" for k in ("event", "requester", "tool_name",
                                                  "environment", "risk", "expires_at",
                                                  "args_digest")]
-        msg.set_content("\n".join([body["text"], "", *facts, "", body["approve_url"]]) + "\n")
+        msg.set_content("\n".join([text, "", *facts, "", body["approve_url"]]) + "\n")
         link = html.escape(body["approve_url"], quote=True)
         msg.add_alternative(
-            f"<p>{html.escape(body['text'])}</p><ul>"
+            f"<p>{html.escape(text)}</p><ul>"
             + "".join(f"<li>{html.escape(line)}</li>" for line in facts)
             + f"</ul><p><a href=\"{link}\">{link}</a></p>", subtype="html")
         await asyncio.to_thread(mail.send, self.settings.smtp_url, msg,
