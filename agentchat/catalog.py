@@ -98,6 +98,10 @@ class Tool(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0, le=600)
     max_attempts: int = Field(default=2, ge=1, le=10)
     alternatives: list[Alternative] = []
+    # Arguments that are words for people (a reason, a comment) and never change what runs:
+    # the only ones a time-boxed grant's object leaves out (agentchat/digest.py `object_key`).
+    # Absent in older files: every argument counts.
+    free_text: list[str] = []
     # Dashboard-centric tools that the agent may prefetch for (see agent tool selection).
     prefetch: bool = False
 
@@ -131,6 +135,12 @@ class Tool(BaseModel):
         for arg in self.environment_arguments():
             if arg not in required:
                 raise ValueError(f"environment argument {arg!r} must be required")
+        for arg in self.free_text:
+            # What a grant covers is every argument but these: never one that picks what runs.
+            if (arg not in props or arg in self.environment_arguments() or arg == "version"
+                    or arg in self.path_params() or props[arg].get("type") != "string"):
+                raise ValueError(f"free_text argument {arg!r} must be a string argument that "
+                                 "names no environment, version or path part")
         return self
 
     @property

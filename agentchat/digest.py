@@ -8,6 +8,7 @@ audit record and its trace can be joined on it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from typing import Any
 
 import orjson
@@ -28,9 +29,13 @@ def calls_digest(digests: list[str]) -> str:
     return "sha256:" + hashlib.sha256(orjson.dumps(digests)).hexdigest()
 
 
-def object_key(arguments: dict[str, Any], environment_arguments: tuple[str, ...] = ()) -> str:
-    """What a call acts on, for a time-boxed grant (issue 34): its `*_id` arguments other than
-    the environment's, as canonical JSON. Two calls on the same object give the same key."""
-    ids = {k: v for k, v in arguments.items()
-           if k.endswith("_id") and k not in environment_arguments}
-    return orjson.dumps(ids, option=orjson.OPT_SORT_KEYS).decode()
+# The version of `object_key`'s form: a grant stored under another form covers nothing.
+OBJECT_KEY_VERSION = "v2:"
+
+
+def object_key(arguments: dict[str, Any], free_text: Collection[str] = ()) -> str:
+    """What a call acts on, for a time-boxed grant (docs/protocol.md §11): every argument but
+    the catalog's `free_text` ones (environments and `version` always count), as canonical
+    JSON after OBJECT_KEY_VERSION. Equal keys, the same call but for its words to people."""
+    kept = {k: v for k, v in arguments.items() if k not in free_text}
+    return OBJECT_KEY_VERSION + orjson.dumps(kept, option=orjson.OPT_SORT_KEYS).decode()

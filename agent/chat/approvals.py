@@ -134,16 +134,17 @@ class Approvals:
     async def _grant(self, conn: Any, row: Row, approver: Principal,
                      minutes: int) -> Row | None:
         """A time-boxed grant for the requester's same calls (same tool, environment and
-        object), asked by every approval that met the quorum; one per listed call (a batched
-        card's, each on its own object). The first is returned."""
+        arguments but the catalog's free text: `object_key`), asked by every approval that met
+        the quorum; one per listed call (a batched card's, each its own). The first is
+        returned."""
         first = None
         for call in listed_calls(row["card"], str(row["call_id"])):
             tool = self.catalogs.current().get(str(call["tool_name"]))
-            env_args = tuple(tool.environment_arguments()) if tool is not None else ()
+            free_text = tool.free_text if tool is not None else ()
             grant = await grant_records.add_grant(
                 conn, approval_id=row["approval_id"], requester=row["requester"],
                 tool=call["tool_name"], environment=row["environment"],
-                object_key=object_key(call["arguments"], env_args), granted_by=approver.sub,
+                object_key=object_key(call["arguments"], free_text), granted_by=approver.sub,
                 minutes=minutes)
             first = first or grant
         return first

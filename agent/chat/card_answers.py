@@ -240,7 +240,7 @@ class CardAnswers:
             return d
         grant_id = await grant_records.covering(
             self.pool, conversation_id, tool.name, d.get("env_context"),
-            object_key(arguments, tuple(tool.environment_arguments())))
+            object_key(arguments, tool.free_text))
         if grant_id is not None:
             return {**d, "grant_id": grant_id}
         return {**d, "decision": "deny", "reason_code": APPROVAL_REQUIRED,

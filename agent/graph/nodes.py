@@ -197,7 +197,7 @@ class Nodes:
         if (self.deps.grants is None or d.get("decision") != "allow_with_confirmation"
                 or approval.get("mode") != "other"):
             return d
-        key = object_key(args, tuple(tool.environment_arguments()))
+        key = object_key(args, tool.free_text)
         grant_id = await self.deps.grants(ctx.conversation_id, tool.name,
                                           d.get("env_context"), key)
         if grant_id is None:

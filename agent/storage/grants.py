@@ -1,7 +1,8 @@
 """Time-boxed grants (issue 34, docs/protocol.md §11): an approver's "approve, and for the next
-N minutes the same requester's calls of this tool, in this environment, on this object need no
-second approval". A grant covers a call only while it is live (not expired, not revoked); a
-revoke takes effect at the next check, which is every call's.
+N minutes the same requester's calls of this tool, in this environment, with these arguments
+(all but the catalog's free text: `object_key`) need no second approval". A grant covers a call
+only while it is live (not expired, not revoked); a revoke takes effect at the next check,
+which is every call's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import psycopg
 
 from agentchat.agent.storage.db import Db, Row, fetch_all, fetch_one
+from agentchat.digest import OBJECT_KEY_VERSION
 
 Conn = psycopg.AsyncConnection[Any]
 
@@ -30,15 +32,19 @@ SELECT g.grant_id FROM approval_grants g JOIN conversations c ON c.owner = g.req
    AND g.object_key = %(key)s AND g.revoked_at IS NULL AND g.expires_at > now()
  ORDER BY g.expires_at DESC LIMIT 1
 """
-LIST = """
-SELECT *, (revoked_at IS NULL AND expires_at > now()) AS live FROM approval_grants
+# Live: it covers calls now. A key of an older form (agentchat/digest.py) matches no call's,
+# so such a grant is listed as not live.
+LIVE = (f"(revoked_at IS NULL AND expires_at > now() AND starts_with(object_key, "
+        f"'{OBJECT_KEY_VERSION}')) AS live")
+LIST = f"""
+SELECT *, {LIVE} FROM approval_grants
  WHERE requester = %(me)s OR granted_by = %(me)s
  ORDER BY created_at DESC, grant_id DESC LIMIT 200
 """
-REVOKE = """
+REVOKE = f"""
 UPDATE approval_grants SET revoked_at = coalesce(revoked_at, now())
  WHERE grant_id = %(id)s AND (requester = %(me)s OR granted_by = %(me)s)
-RETURNING *, (revoked_at IS NULL AND expires_at > now()) AS live
+RETURNING *, {LIVE}
 """
 
 

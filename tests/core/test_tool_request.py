@@ -169,6 +169,10 @@ def _catalog_with(tmp_path: Path, change: dict[str, Any], tool: str = "deploy_da
         "dashboard_id": {"type": "integer"}, "env_id": {
             "type": "string", "enum": ["ss-dev", "ss-stage", "prod"]}}}},
      "environment argument 'env_id' must be required"),
+    # A grant leaves free text out of its object: never an argument that picks what runs.
+    *[("start_migration", {"free_text": [arg]}, f"free_text argument {arg!r} must be")
+      for arg in ("source_env", "dashboard_id", "nope")],
+    ("deploy_dashboard", {"free_text": ["version"]}, "free_text argument 'version' must be"),
 ])
 def test_catalog_refuses_what_the_builder_cannot_make_safe(
         tmp_path: Path, tool: str, change: dict[str, Any], message: str) -> None:

@@ -39,11 +39,12 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from aiosmtpd.controller import Controller
 
 from agentchat.settings import PACKAGE_DATA
 from testkit.raw_chat import Outcome, RawChat
-from testkit.reliability import say, wait_for
+from testkit.reliability import rows, say, wait_for
 from testkit.stack import Stack, stack_on_own_database
 from testkit.support import Service, free_port, script_model, stub_model_env
 
@@ -51,10 +52,10 @@ SECRET = "approvals-webhook-secret"
 UNTRUSTED = "confirmation_required_untrusted"
 DEPLOY_42 = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "prod"}}
 
-# Prod deploys: one approver; prod deletes: two; ss-stage deploys expire in 3 s.
+# Prod deploys and migrations: one approver; prod deletes: two; ss-stage deploys expire in 3 s.
 APPROVALS = """
 rules:
-  - tools: [deploy_dashboard]
+  - tools: [deploy_dashboard, start_migration]
     environments: [prod]
     mode: other
     approvers: [approver, admin]
@@ -153,6 +154,17 @@ def mailbox() -> Iterator[tuple[Mailbox, int]]:
     controller.stop()
 
 
+def catalog_with_comment(tmp: Path) -> Path:
+    """The shipped catalog whose deploys take a `comment`, free text (a grant leaves it out)."""
+    data = yaml.safe_load((PACKAGE_DATA / "catalog.yaml").read_text())
+    deploy = next(t for t in data["tools"] if t["name"] == "deploy_dashboard")
+    deploy["args"]["properties"]["comment"] = {"type": "string", "maxLength": 200}
+    deploy["free_text"] = ["comment"]
+    path = tmp / "catalog.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    return path
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str, migrated_template: str,
           receiver: Receiver, mailbox: tuple[Mailbox, int]) -> Iterator[Stack]:
@@ -161,7 +173,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str, migrated_tem
     shutil.copytree(PACKAGE_DATA / "policy", policy)
     (policy / "approvals.yaml").write_text(APPROVALS)
     with stack_on_own_database(
-            pg_server, migrated_template, tmp, policy_env={"AGENTCHAT_POLICY_DIR": str(policy)},
+            pg_server, migrated_template, tmp, catalog_path=catalog_with_comment(tmp),
+            policy_env={"AGENTCHAT_POLICY_DIR": str(policy)},
             AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL=f"http://127.0.0.1:{receiver.port}/hook",
             AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET=SECRET,
             AGENTCHAT_AGENT_SMTP_URL=f"smtp://127.0.0.1:{mailbox[1]}",
@@ -199,15 +212,20 @@ def people(stack: Stack) -> dict[str, str]:
             "erin": stack.token("erin", ["approver@prod", "viewer"])}
 
 
-def ask(stack: Stack, token: str, text: str) -> tuple[RawChat, Outcome]:
-    tab = RawChat(stack.agent.url, token, None)  # type: ignore[arg-type]
-    out = say(stack.agent, token, text, tab=tab, timeout=60)
+def ask(stack: Stack, token: str, text: str,
+        agent: Service | None = None) -> tuple[RawChat, Outcome]:
+    agent = agent or stack.agent
+    tab = RawChat(agent.url, token, None)  # type: ignore[arg-type]
+    out = say(agent, token, text, tab=tab, timeout=60)
     assert out.kind == "confirm_required", out.types()
     return tab, out
 
 
-def answer(stack: Stack, token: str, approval_id: str, **body: Any) -> httpx.Response:
-    return httpx.post(f"{stack.agent.url}/api/agent/approvals/{approval_id}", json=body,
+def answer(stack: Stack, token: str, approval_id: str, agent: Service | None = None,
+           **body: Any) -> httpx.Response:
+    """An approver's answer; the turn resumes on `agent` (default the stack's own)."""
+    url = (agent or stack.agent).url
+    return httpx.post(f"{url}/api/agent/approvals/{approval_id}", json=body,
                       headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
@@ -512,6 +530,78 @@ def test_a_grant_covers_the_same_call_until_revoked(stack: Stack, scripted: Serv
     _, again = ask(stack, who["bob"], "задеплой дашборд 42 в прод")  # alice's card again
     assert again.last["approval"]["mode"] == "other"
     assert len(deploys(stack)) == 3
+
+
+# What each scripted call says, so keyword selection offers its tool (no number: no prefetch).
+SAID = {"deploy_dashboard": "задеплой дашборд в прод",
+        "start_migration": "перенеси дашборд в прод",
+        "start_maintenance": "начни обслуживание в прод"}
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args}
+
+
+def granted(stack: Stack, scripted: Service, model: Service, token: str,
+            asked: dict[str, Any], by: str) -> str:
+    """`asked` through the scripted model, approved by `by` with a 30-minute grant; it ran."""
+    script_model(model, [asked])
+    _, card = ask(stack, token, SAID[asked["name"]], scripted)
+    approval = card.last["approval"]
+    got = answer(stack, by, approval["approval_id"], scripted, decision="approve",
+                 args_digest=approval["args_digest"], grant_minutes=30)
+    assert got.status_code == 200 and got.json()["grant_id"], got.text
+    wait_run(stack, token, card.conversation_id or "", got.json()["run_id"])
+    return str(got.json()["grant_id"])
+
+
+def covered(scripted: Service, model: Service, token: str, asked: dict[str, Any]) -> bool:
+    """Whether `asked` runs at once (a grant covers it) rather than stopping at a card."""
+    script_model(model, [asked])
+    out = say(scripted, token, SAID[asked["name"]], timeout=60)
+    assert out.kind in ("final", "confirm_required"), out.types()
+    return out.kind == "final"
+
+
+def test_a_grant_covers_exactly_the_arguments_approved(stack: Stack, scripted: Service,
+                                                      model: Service) -> None:
+    """A grant's object is every argument but the catalog's free text: another source
+    environment or another version (a rollback included) is another call; another comment
+    is the same one. A grant stored in the old form (only
+    `*_id` arguments) covers nothing and is not listed as live."""
+    frank = stack.token("frank", ["admin"])
+    stack.reset_sandbox()
+    moved = call("start_migration", dashboard_id=42, source_env="ss-stage", target_env="prod")
+    alice = stack.token("alice", ["admin"])
+    granted(stack, scripted, model, frank, moved, alice)
+    assert covered(scripted, model, frank, moved)
+    assert not covered(scripted, model, frank, {**moved, "args": {**moved["args"],
+                                                                   "source_env": "ss-dev"}})
+    v3 = call("deploy_dashboard", dashboard_id=42, env_id="prod", version="3")
+    granted(stack, scripted, model, frank, v3, alice)
+    assert covered(scripted, model, frank, v3)
+    for other in ("4", "2"):  # a newer version, a rollback
+        assert not covered(scripted, model, frank, {**v3, "args": {**v3["args"],
+                                                                    "version": other}})
+    # The module's catalog gives deploys a free-text `comment` (catalog_with_comment).
+    said = {**v3, "args": {**v3["args"], "comment": "change 1234"}}
+    assert covered(scripted, model, frank, said)
+    assert covered(scripted, model, frank, {**said, "args": {**said["args"],
+                                                              "comment": "other words"}})
+    old = rows(stack.database_url, """
+        INSERT INTO approval_grants (grant_id, approval_id, requester, tool, environment,
+                                     object_key, granted_by, expires_at)
+        VALUES ('old-grant-of-frank', 'old-approval', 'frank', 'deploy_dashboard', 'prod',
+                '{"dashboard_id":42}', 'alice', now() + interval '1 hour')
+        RETURNING grant_id""")
+    assert old == [{"grant_id": "old-grant-of-frank"}]
+    assert not covered(scripted, model, frank, call("deploy_dashboard", dashboard_id=42,
+                                                    env_id="prod"))
+    listed = {g["grant_id"]: g for g in get(stack, frank, "grants").json()["items"]}
+    assert listed["old-grant-of-frank"]["live"] is False
+    assert sorted(g["live"] for g in listed.values()) == [False, True, True]
+    assert all(g["object_key"].startswith("v2:{") for g in listed.values()
+               if g["grant_id"] != "old-grant-of-frank")
 
 
 def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:

@@ -149,7 +149,7 @@ class Grant(BaseModel):
     requester: str
     tool: str
     environment: str | None
-    object_key: str  # the call's `*_id` arguments as canonical JSON
+    object_key: str  # "v2:" + the call's arguments but free text, canonical JSON
     granted_by: str
     created_at: datetime
     expires_at: datetime
