@@ -1,7 +1,8 @@
 """The panel (web/, issue 19) in headless Chromium against the real stack: the page the agent
 serves at /api/agent/ui/ through every row of docs/ux.md's UX tests table (panel.test.mjs), issue
 36's daily use (daily.test.mjs), and the library imported by a minimal host app that drives one
-turn (host.test.mjs, host/), and issue 35's branches (branches.test.mjs).
+turn (host.test.mjs, host/), issue 35's branches (branches.test.mjs), and hostile Markdown
+(markdown.test.mjs).
 
 One stack for the module: agent A (offline planner paced at 30 tokens/s, so streams can be
 watched, stopped and cut) and agent B (its model the OpenAI-compatible stub, which a test makes
@@ -114,6 +115,16 @@ def test_branches(panel_stack: Stack, tmp_path: Path) -> None:
     shots = tmp_path / "screenshots"
     _node(panel_stack, "branches.test.mjs", shots, 240)
     assert len(list(shots.glob("b*.png"))) >= 3, "a screenshot of every new state"
+
+
+def test_hostile_markdown(panel_stack: Stack, tmp_path: Path) -> None:
+    """markdown.test.mjs: 2,000 `>`, 4,000 list markers, 400 list levels and emphasis 3,000 deep
+    render clamped, each within 100 ms in the page (the 400 levels and the emphasis: 250 ms),
+    and the conversation around them still renders. Before the 002 rows, whose last test stops
+    agent A."""
+    shots = tmp_path / "screenshots"
+    _node(panel_stack, "markdown.test.mjs", shots, 180)
+    assert len(list(shots.glob("m*.png"))) >= 1, "a screenshot of the conversation"
 
 
 @pytest.mark.timeout(600)

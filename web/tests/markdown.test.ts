@@ -1,13 +1,13 @@
-// Hostile Markdown: nesting clamped before lexing (clamp.ts), properties checked with
-// fast-check; the plain-text fallback and the component's boundary; mailto links that show
-// every recipient and drop their headers.
+// Hostile Markdown: nesting clamped before lexing and emphasis while lexing (clamp.ts), the
+// clamp's properties checked with fast-check; the plain-text fallback and the component's
+// boundary; mailto links that show every recipient and drop their headers.
 import fc from "fast-check";
 import { Lexer, type Token } from "marked";
 import { render } from "svelte/server";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import Markdown from "../src/lib/components/Markdown.svelte";
 import { WORDS } from "../src/lib/i18n.js";
-import { MAX_DEPTH, MAX_INDENT, clampLine, clampNesting } from "../src/lib/markdown/clamp.js";
+import { DepthTokenizer, MAX_DEPTH, MAX_INDENT, clampLine, clampNesting } from "../src/lib/markdown/clamp.js";
 import { safeLink, type Block, type Inline } from "../src/lib/markdown/nodes.js";
 import { MarkdownStream, parseMarkdown } from "../src/lib/markdown/stream.js";
 
@@ -43,6 +43,16 @@ function lexDepth(tokens: Token[]): number {
     const inner = [...("tokens" in t && Array.isArray(t.tokens) ? t.tokens : []),
                    ...("items" in t && Array.isArray(t.items) ? (t.items as Token[]) : [])];
     d = Math.max(d, own + lexDepth(inner));
+  }
+  return d;
+}
+
+/** Emphasis around the deepest inline token `marked` made. */
+function lexDepthInline(tokens: Token[]): number {
+  let d = 0;
+  for (const t of tokens) {
+    const own = t.type === "em" || t.type === "strong" || t.type === "del" ? 1 : 0;
+    d = Math.max(d, own + lexDepthInline("tokens" in t && Array.isArray(t.tokens) ? t.tokens : []));
   }
   return d;
 }
@@ -113,10 +123,14 @@ describe("nesting clamped before lexing", () => {
     expect(depth(parseMarkdown(text))).toBe(5);
   });
 
-  it("emphasis deeper than MAX_DEPTH joins the level above", () => {
-    const tree = parseMarkdown("*a ".repeat(60) + "центр" + " a*".repeat(60));
+  it("emphasis 3,000 deep (a RangeError unbounded) lexes MAX_DEPTH deep; the rest is text", () => {
+    for (const [open, close] of [["*a ", " a*"], ["**a ", " a**"], ["~~a ", " a~~"], ["*a **b ~~c ", " c~~ b** a*"]]) {
+      const text = open!.repeat(3000) + "центр" + close!.repeat(3000);
+      expect(lexDepthInline(new Lexer({ gfm: true, tokenizer: new DepthTokenizer() }).lex(text)), open).toBe(MAX_DEPTH);
+    }
+    const tree = parseMarkdown("*a ".repeat(3000) + "центр" + " a*".repeat(3000));
     const p = tree[0] as Extract<Block, { k: "p" }>;
-    expect(inlineDepth(p.c)).toBe(MAX_DEPTH);
+    expect(inlineDepth(p.c)).toBe(MAX_DEPTH); // elements, not the plain-text fallback
     expect(texts(tree)).toContain("центр");
   });
 });

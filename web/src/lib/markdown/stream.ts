@@ -7,7 +7,7 @@
  * as written, in one paragraph. */
 
 import { Lexer, type Token } from "marked";
-import { clampNesting } from "./clamp.js";
+import { DepthTokenizer, clampNesting } from "./clamp.js";
 import { block, type Block } from "./nodes.js";
 
 const OPEN = 2; // blocks kept open: a list or a quote may still take the next lines
@@ -40,7 +40,7 @@ export class MarkdownStream {
     this.#text = src;
     const tail = src.slice(this.#closedEnd);
     this.lexed += tail.length;
-    const tokens: Token[] = new Lexer({ gfm: true }).lex(tail);
+    const tokens: Token[] = new Lexer({ gfm: true, tokenizer: new DepthTokenizer() }).lex(tail);
     const open: Block[] = [];
     let pos = this.#closedEnd;
     let closing = true;
