@@ -213,6 +213,10 @@ class AgentSettings(SelectionSettings):
     outbox_poll_s: float = Field(default=1.0, gt=0)
     outbox_retry_s: float = Field(default=5.0, gt=0)
 
+    # Origins (`https://ss.example.com`) besides the agent's own host and `public_url`'s from
+    # which a browser may change things over REST (agent/api/deps.py `same_site`), as JSON.
+    allowed_origins: list[str] = Field(default_factory=list)
+
     db_pool_max: int = 20
 
     # The people's page at /api/agent/ui/ (agent/api/routes/ui.py): unset means on in dev and

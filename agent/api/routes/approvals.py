@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Security
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentchat.agent.api import cursors
-from agentchat.agent.api.deps import CurrentUser, RestWriter, ServicesDep
+from agentchat.agent.api.deps import CurrentUser, RestWriter, SameSite, ServicesDep
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.chat.approvals import APPROVAL_ID, APPROVE_PATH, ApprovalAnswer
 from agentchat.agent.storage import approvals as records
@@ -20,7 +20,7 @@ from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import bearer
 
 router = APIRouter(prefix="/api/agent/approvals", tags=["approvals"],
-                   dependencies=[Security(BEARER)], route_class=RestRoute)
+                   dependencies=[Security(BEARER), SameSite], route_class=RestRoute)
 
 class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -140,7 +140,7 @@ async def answer_approval(approval_id: str, body: AnswerIn, user: RestWriter,
 
 
 grants_router = APIRouter(prefix="/api/agent/grants", tags=["approvals"],
-                          dependencies=[Security(BEARER)], route_class=RestRoute)
+                          dependencies=[Security(BEARER), SameSite], route_class=RestRoute)
 
 
 class Grant(BaseModel):

@@ -12,11 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Security
 from pydantic import BaseModel, StringConstraints
 
-from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.api.deps import CurrentUser, SameSite, ServicesDep
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 
-router = APIRouter(prefix="/api/agent", tags=["agent"], dependencies=[Security(BEARER)],
-                   route_class=RestRoute)
+# Stop refuses a cross-site browser request first (deps.same_site).
+router = APIRouter(prefix="/api/agent", tags=["agent"],
+                   dependencies=[Security(BEARER), SameSite], route_class=RestRoute)
 # /chat's tab_id (docs/protocol.md §4).
 TabId = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                          pattern=r"^[A-Za-z0-9._:-]+$")]

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Response, Security, status
 from pydantic import BaseModel, Field, StringConstraints
 
 from agentchat.agent.api import cursors
-from agentchat.agent.api.deps import CurrentUser, RestWriter, ServicesDep
+from agentchat.agent.api.deps import CurrentUser, RestWriter, SameSite, ServicesDep
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import (
     Conversation,
@@ -26,8 +26,10 @@ from agentchat.agent.chat.attachments import forget_conversation
 from agentchat.agent.storage import conversations
 from agentchat.agent.storage import turns as turn_records
 
+# Every write here (create, rename, delete, restore, append, branch) refuses a cross-site
+# browser request first (deps.same_site; reads pass through it).
 router = APIRouter(prefix="/api/assistant/conversations", tags=["conversations"],
-                   dependencies=[Security(BEARER)], route_class=RestRoute)
+                   dependencies=[Security(BEARER), SameSite], route_class=RestRoute)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=Conversation,
