@@ -99,6 +99,14 @@ describe("nesting clamped before lexing", () => {
     }), { numRuns: 300 });
   });
 
+  it("streamed in pieces, clamped text ends in the same tree as one parse", () => {
+    fc.assert(fc.property(doc, fc.integer({ min: 16, max: 400 }), (text, step) => {
+      const s = new MarkdownStream();
+      for (let i = step; i < text.length; i += step) s.update(text.slice(0, i));
+      expect(s.update(text)).toEqual(parseMarkdown(text));
+    }), { numRuns: 40 });
+  });
+
   it("2,000 `>` are 20 quotes around the text", () => {
     const tree = parseMarkdown(">".repeat(2000) + " глубоко\n\nпосле");
     expect(depth(tree)).toBe(MAX_DEPTH);
