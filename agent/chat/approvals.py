@@ -2,11 +2,14 @@
 inbox, and the turn's resume once the quorum is met.
 
 An answer is checked, in this order and under the conversation's lock, so each refusal has
-its code and changes nothing: the requester (FORBIDDEN), an approval no longer pending
-(APPROVAL_EXPIRED, or NO_PENDING_CONFIRMATION once approved, denied or cancelled), the same
-approver twice (ALREADY_ANSWERED), a digest that is not the card's (STALE_CONFIRMATION), then
-the sidecar with the approver's own token and the current policy (not an approver there, or
-not permitted the call: FORBIDDEN). The answer, the sidecar's decision on the approver and the
+its code and changes nothing: someone who may not see the approval (NOT_FOUND, before
+anything else: no other answer tells them it exists or what it binds), the requester
+(FORBIDDEN), an approval no longer pending (APPROVAL_EXPIRED, or NO_PENDING_CONFIRMATION once
+approved, denied or cancelled), the same approver twice (ALREADY_ANSWERED), a digest that is
+not the card's (STALE_CONFIRMATION), then the sidecar with the approver's own token and the
+current policy (not an approver there, or not permitted the call: FORBIDDEN), and a grant
+longer than the current rule allows (FORBIDDEN). People are compared by `subject_key`, never
+as raw `sub` strings. The answer, the sidecar's decision on the approver and the
 audit rows are one transaction. A deny, or the quorum's last approval, resumes the turn as a
 new run through `Chat.submit` (the requester's conversation, their tab's lease): the card is
 resolved there, once, and the call runs with the card's idempotency key under the token of
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +67,17 @@ def not_found() -> AgentChatError:
     return AgentChatError(ErrorCode.NOT_FOUND, "no such approval")
 
 
+def subject_key(sub: str) -> str:
+    """A person as approvals compare them: the token's `sub` case-folded and NFKC-normalized
+    (Unicode's NFKC_Casefold, close enough), so `Alice` is never someone else than `alice`.
+    The IdP must never give two people subjects equal under it (the chart's README)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", sub).casefold())
+
+
+def same_person(a: str, b: str) -> bool:
+    return subject_key(a) == subject_key(b)
+
+
 class Approvals:
     def __init__(self, *, pool: Db, chat: Chat, policy: PolicyClient, catalogs: CatalogSource,
                  audit: AuditTrail | None) -> None:
@@ -79,9 +94,13 @@ class Approvals:
         else: NOT_FOUND (never revealed as existing)."""
         row = (await records.get_approval(self.pool, approval_id)
                if APPROVAL_ID.match(approval_id) else None)
-        if row is None or (row["requester"] != user.sub and not records.may_see(row, user.roles)):
+        if row is None or not self._may_see(row, user):
             raise not_found()
         return row
+
+    @staticmethod
+    def _may_see(row: Row, user: Principal) -> bool:
+        return same_person(str(row["requester"]), user.sub) or records.may_see(row, user.roles)
 
     # -- answering --------------------------------------------------------------------------
 
@@ -89,7 +108,7 @@ class Approvals:
                      body: ApprovalAnswer) -> dict[str, Any]:
         first = (await records.get_approval(self.pool, approval_id)
                  if APPROVAL_ID.match(approval_id) else None)
-        if first is None:
+        if first is None or not self._may_see(first, approver):
             raise not_found()
         cid = str(first["conversation_id"])
         decided: str | None = None
@@ -98,7 +117,7 @@ class Approvals:
                 row = await records.get_approval(conn, approval_id, lock=True)
                 if row is None:
                     raise not_found()
-                checks = await self._refusals(row, approver, token, body)
+                checks, allowed = await self._refusals(row, approver, token, body)
                 check = next(iter(checks.values()))  # the first listed call's
                 added = await records.add_answer(
                     conn, approval_id=approval_id, approver=approver.sub,
@@ -117,8 +136,9 @@ class Approvals:
                     raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                          "this approval was already decided")
                 grant = None
-                if decided == "approved" and grant_minutes:
-                    grant = await self._grant(conn, row, approver, grant_minutes)
+                if decided == "approved" and grant_minutes and allowed:
+                    # Earlier approvers asked under the rule of their time: never past now's.
+                    grant = await self._grant(conn, row, approver, min(grant_minutes, allowed))
                 await self._audit(conn, row, approver, body, checks, decided or "pending")
                 await outbox.enqueue(conn, approval_id, "approval_answered", {
                     "approver": approver.sub, "decision": body.decision,
@@ -150,12 +170,13 @@ class Approvals:
         return first
 
     async def _refusals(self, row: Row, approver: Principal, token: str,
-                        body: ApprovalAnswer) -> dict[str, dict[str, Any]]:
+                        body: ApprovalAnswer) -> tuple[dict[str, dict[str, Any]], int]:
         """Each refusal with its code, nothing written; else the sidecar's decision on the
         approver (current token, current policy) for each listed call, by call id: an
         approval covers a batched card's calls together, so the approver must be one for
-        every call (and permitted every call, to approve)."""
-        if approver.sub == row["requester"]:
+        every call (and permitted every call, to approve). Also the longest grant the
+        current rule allows (minutes; 0: none)."""
+        if same_person(approver.sub, str(row["requester"])):
             raise AgentChatError(ErrorCode.FORBIDDEN,
                                  "you asked for this; someone else must approve it")
         status = row["status"]
@@ -165,15 +186,9 @@ class Approvals:
         if status != "pending":
             raise AgentChatError(ErrorCode.NO_PENDING_CONFIRMATION,
                                  f"this approval is no longer pending ({status})")
-        if any(a["approver"] == approver.sub for a in row["answers"]):
+        if any(same_person(str(a["approver"]), approver.sub) for a in row["answers"]):
             raise AgentChatError(ErrorCode.ALREADY_ANSWERED,
                                  "you have already answered this approval")
-        allowed = int((row["rule"] or {}).get("grant_max_minutes") or 0)
-        if body.grant_minutes is not None and (body.decision != "approve"
-                                               or body.grant_minutes > allowed):
-            raise AgentChatError(ErrorCode.FORBIDDEN,
-                                 f"this rule allows grants of at most {allowed} minutes"
-                                 if allowed else "this rule allows no time-boxed grants")
         if body.args_digest != row["args_digest"]:
             raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
                                  "args_digest is not the card's: the approval is for other "
@@ -201,7 +216,15 @@ class Approvals:
                                      "you may deny this, but not approve it: the call would "
                                      "run under your token, which may not run it")
             checks[call["call_id"]] = check
-        return checks
+        # The rule of now (the sidecar's answer), not the one stored with the card: a rule
+        # that stopped allowing grants gives none, a pending approval's included.
+        allowed = min(_grant_max(check) for check in checks.values())
+        if body.grant_minutes is not None and (body.decision != "approve"
+                                               or body.grant_minutes > allowed):
+            raise AgentChatError(ErrorCode.FORBIDDEN,
+                                 f"this rule allows grants of at most {allowed} minutes"
+                                 if allowed else "this rule allows no time-boxed grants")
+        return checks, allowed
 
     async def _audit(self, conn: Any, row: Row, approver: Principal, body: ApprovalAnswer,
                      checks: dict[str, dict[str, Any]], result: str) -> None:
@@ -249,3 +272,10 @@ class Approvals:
                 return None
             return run.run_id
         return None
+
+
+def _grant_max(check: dict[str, Any]) -> int:
+    """The grant minutes the sidecar's current rule allows for a call (0: no grants, or the
+    call no longer goes to someone else's approval)."""
+    rule = check.get("approval") or {}
+    return int(rule.get("grant_max_minutes") or 0) if rule.get("mode") == "other" else 0

@@ -5,8 +5,9 @@ PostgreSQL, the offline model, the REST API as an approver's client would call i
   alice approves through `POST /api/agent/approvals/{id}` with the card's digest; the turn
   resumes as a new run (bob's tab joins it); the sandbox shows one deploy; the audit record
   has both people.
-- The refusals: bob approving his own, carol (no approver role), a wrong digest, a second
-  answer, after expiry, after bob cancelled: each its code, and nothing changes.
+- The refusals: bob approving his own (under any spelling of his subject), carol (no approver
+  role: NOT_FOUND before any other refusal), a wrong digest, a second answer, after expiry,
+  after bob cancelled: each its code, and nothing changes.
 - Quorum 2: one approval leaves it pending, the second person's runs it.
 - A time-boxed grant covers a second identical call in a clean context (no card, audited with
   the grant); after a prefetch (ss-tools text in the context) the requester's own card still
@@ -314,8 +315,15 @@ def test_the_refusals_change_nothing(stack: Stack) -> None:
     aid, digest = approval["approval_id"], approval["args_digest"]
     refused(answer(stack, who["bob"], aid, decision="approve", args_digest=digest),
             403, "FORBIDDEN")
-    refused(answer(stack, who["carol"], aid, decision="approve", args_digest=digest),
-            403, "FORBIDDEN")
+    # bob under another spelling of his subject is still bob (casefold + NFKC).
+    for alias in ("Bob", "ＢＯＢ"):
+        refused(answer(stack, stack.token(alias, ["approver", "admin"]), aid,
+                       decision="approve", args_digest=digest), 403, "FORBIDDEN")
+    # Someone who may not see it (no approver role) learns nothing else: NOT_FOUND before
+    # any other refusal, a wrong digest or a grant included (no digest oracle).
+    for body in ({"args_digest": digest}, {"args_digest": "sha256:" + "0" * 64},
+                 {"args_digest": digest, "grant_minutes": 1440}):
+        refused(answer(stack, who["carol"], aid, decision="approve", **body), 404, "NOT_FOUND")
     refused(answer(stack, who["erin"], aid, decision="approve", args_digest=digest),
             403, "FORBIDDEN")
     refused(answer(stack, who["alice"], aid, decision="approve",
@@ -355,6 +363,8 @@ def test_quorum_two_needs_two_people(stack: Stack) -> None:
     assert first.json()["run_id"] is None
     refused(answer(stack, who["alice"], aid, decision="approve", args_digest=digest),
             409, "ALREADY_ANSWERED")
+    refused(answer(stack, stack.token("ALICE", ["admin"]), aid, decision="approve",
+                   args_digest=digest), 409, "ALREADY_ANSWERED")  # the same person
     assert [a for a in stack.audit(operation="delete_dashboard") if a["outcome"] == "ok"] == []
     second = answer(stack, who["dave"], aid, decision="approve", args_digest=digest)
     assert second.status_code == 200, second.text
@@ -602,6 +612,41 @@ def test_a_grant_covers_exactly_the_arguments_approved(stack: Stack, scripted: S
     assert sorted(g["live"] for g in listed.values()) == [False, True, True]
     assert all(g["object_key"].startswith("v2:{") for g in listed.values()
                if g["grant_id"] != "old-grant-of-frank")
+
+
+def policy_revision(stack: Stack) -> str:
+    assert stack.policy is not None
+    return str(httpx.get(stack.policy.url + "/readyz", timeout=5).json()["policy_revision"])
+
+
+def test_grant_limits_are_the_rule_of_the_answer_s_time(stack: Stack) -> None:
+    """A pending approval asked under a rule allowing 60-minute grants, the rule changed to
+    allow none: the answer asking one is refused, nothing changed; without one it runs."""
+    who = people(stack)
+    stack.reset_sandbox()
+    _, card = ask(stack, who["bob"], "задеплой дашборд 43 в прод")
+    approval = card.last["approval"]
+    assert approval["policy_rule"]["grant_max_minutes"] == 60
+    rules = Path(stack.policy_env["AGENTCHAT_POLICY_DIR"]) / "approvals.yaml"
+    before = policy_revision(stack)
+    rules.write_text(APPROVALS.replace("grant_max_minutes: 60", "grant_max_minutes: 0"))
+    try:
+        wait_for(lambda: policy_revision(stack) != before, "the sidecar's reload", 30)
+        refused(answer(stack, who["alice"], approval["approval_id"], decision="approve",
+                       args_digest=approval["args_digest"], grant_minutes=30),
+                403, "FORBIDDEN")
+        assert get(stack, who["alice"], f"approvals/{approval['approval_id']}").json()[
+            "answers"] == []
+        got = answer(stack, who["alice"], approval["approval_id"], decision="approve",
+                     args_digest=approval["args_digest"])
+        assert got.status_code == 200 and got.json()["grant_id"] is None, got.text
+        joined = wait_run(stack, who["bob"], card.conversation_id or "", got.json()["run_id"])
+        assert [e["tool"] for e in joined.of("tool_end")] == ["deploy_dashboard"], [
+            (e["error"], e.get("reason")) for e in joined.of("tool_error")]
+    finally:
+        rules.write_text(APPROVALS)
+        wait_for(lambda: policy_revision(stack) == before, "the sidecar's reload back", 30)
+    assert len(deploys(stack)) == 1
 
 
 def test_the_readme_demo_alice_asks_and_dave_approves(stack: Stack) -> None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentchat.agent.api import cursors
 from agentchat.agent.api.deps import CurrentUser, RestWriter, SameSite, ServicesDep
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
-from agentchat.agent.chat.approvals import APPROVAL_ID, APPROVE_PATH, ApprovalAnswer
+from agentchat.agent.chat.approvals import APPROVAL_ID, APPROVE_PATH, ApprovalAnswer, same_person
 from agentchat.agent.storage import approvals as records
 from agentchat.agent.storage import grants as grant_records
 from agentchat.agent.storage.db import Row
@@ -111,7 +111,8 @@ async def list_approvals(
     more = len(rows) > limit
     rows = rows[:limit]
     last = rows[-1] if more else None
-    return {"items": [item(r) for r in rows],
+    # Never one's own, as a person (the SQL's `<>` compares raw subjects): a page may be short.
+    return {"items": [item(r) for r in rows if not same_person(str(r["requester"]), user.sub)],
             "next_cursor": None if last is None else cursors.approval_key(
                 last["created_at"], last["approval_id"])}
 
