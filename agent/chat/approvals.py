@@ -13,7 +13,9 @@ as raw `sub` strings. The answer, the sidecar's decision on the approver and the
 audit rows are one transaction. A deny, or the quorum's last approval, resumes the turn as a
 new run through `Chat.submit` (the requester's conversation, their tab's lease): the card is
 resolved there, once, and the call runs with the card's idempotency key under the token of
-the approver whose answer decided it (the requester's token is never stored).
+the approver whose answer decided it (the requester's token is never stored). That token
+serves those calls only: the graph runs no other call of the message, then answers without
+tools (agent/graph/builder.py `answer`), and the run never keeps it for a takeover.
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ class CardAnswers:
                 per[i] = ("denied" if d["decision"] == "deny" else "confirmed", d)
         else:
             per = {i: ("denied", None) for i in ids}
-        answered = Answered.of(per, ids, batched=bool(card.get("calls")))
+        answered = Answered.of(per, ids, batched=bool(card.get("calls")),
+                               by_approval=approved is not None)
         cid = pending["conversation_id"]
         audited = self.audit is not None and self.audit.enabled
         async with conn.pipeline():
@@ -260,24 +261,30 @@ def listed_calls(card: dict[str, Any] | None, call_id: str) -> list[dict[str, An
 @dataclass(frozen=True)
 class Answered:
     """A card's answer: the card's result (`confirmed` when any listed call runs), the first
-    call's re-check, and for a batched card each call's result and re-check."""
+    call's re-check, for a batched card each call's result and re-check, and whether
+    approvers gave it (the turn then resumes under an approver's token)."""
 
     result: str
     recheck: dict[str, Any] | None
     calls: dict[str, dict[str, Any]] | None
+    by_approval: bool = False
 
     @classmethod
     def of(cls, per: dict[str, tuple[str, dict[str, Any] | None]], ids: list[str], *,
-           batched: bool) -> Answered:
+           batched: bool, by_approval: bool = False) -> Answered:
         results = [per[i][0] for i in ids]
         result = ("confirmed" if "confirmed" in results
                   else "expired" if "expired" in results else "denied")
         calls = {i: {"result": r, "recheck": d} for i, (r, d) in per.items()} if batched else None
-        return cls(result, per[ids[0]][1], calls)
+        return cls(result, per[ids[0]][1], calls, by_approval)
 
     def resume(self, confirm_id: str) -> dict[str, Any]:
-        """The graph's resume value (agent/graph/verdicts.py `ask_card`)."""
-        out = {"result": self.result, "confirm_id": confirm_id, "recheck": self.recheck}
+        """The graph's resume value (agent/graph/verdicts.py `ask_card`); `approval: true`
+        when approvers gave it: their token then runs only what they approved."""
+        out: dict[str, Any] = {"result": self.result, "confirm_id": confirm_id,
+                               "recheck": self.recheck}
+        if self.by_approval:
+            out["approval"] = True
         return {**out, "calls": self.calls} if self.calls is not None else out
 
     def event(self, confirm_id: str) -> dict[str, Any]:

@@ -245,7 +245,10 @@ class Chat:
                     resume=answered.resume(pending["confirm_id"]))
                 early = [answered.event(pending["confirm_id"])]
                 turn_id = str(pending["turn_id"] or uuid.uuid4())
-                return self.starts.resume(cid, tab, token, last, turn_id, graph_input), early
+                # An approval's resume runs under the approver's token: never kept for a
+                # takeover (docs/protocol.md §11).
+                return self.starts.resume(cid, tab, token, last, turn_id, graph_input,
+                                          keep_token=req.approved is None), early
             early = (await self.answers.deny_pending(cid, principal, tab)
                      if opened.pending is not None else [])
             return await self.starts.retry(token, cid, tab, last), early

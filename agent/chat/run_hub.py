@@ -92,7 +92,8 @@ class RunHub:
         # RUN_LOST_S without a heartbeat), so its turn's first records ask PostgreSQL nothing.
         run = Run(run_id=str(uuid.uuid4()), conversation_id=turn.conversation_id,
                   turn_id=turn.turn_id, tab_id=turn.tab, kind=kind,
-                  max_events=self.settings.run_events_max, token=turn.runtime.user_jwt,
+                  max_events=self.settings.run_events_max,
+                  token=turn.runtime.user_jwt if turn.runtime.keep_token else None,
                   verified_at=time.monotonic())
         return self._launch(run, turn, early)
 

@@ -142,9 +142,10 @@ class TurnStarts:
     # -- a resume, a retry ------------------------------------------------------------------------
 
     def resume(self, conversation_id: str, tab: str, token: str, last: Row | None,
-               turn_id: str, graph_input: Any) -> Turn:
-        """The graph goes on from where its turn stopped (its row already `running` again)."""
-        runtime = self.replan(conversation_id, token, last)
+               turn_id: str, graph_input: Any, *, keep_token: bool = True) -> Turn:
+        """The graph goes on from where its turn stopped (its row already `running` again);
+        `keep_token` False: the token is an approver's, never kept for a takeover."""
+        runtime = replace(self.replan(conversation_id, token, last), keep_token=keep_token)
         return self.runner.start(Turn(conversation_id, turn_id, tab, runtime, graph_input))
 
     async def resume_orphan(self, state: Any, last: Row, token: str, conversation_id: str,

@@ -17,6 +17,9 @@ state.py, nodes.py, verdicts.py, cards.py, calls.py).
   interrupts: the node re-runs from its start on every resume.
 - `tools` runs the approved calls through the tool runtime; refused ones already have their
   ToolMessage.
+- `answer` ends a pass whose card someone else approved or denied (docs/protocol.md §11): the
+  turn then runs under the approver's token, which serves only the calls they approved, so
+  `confirm` drops any other and, after them, the model answers with no tool offered.
 - `prefetch` (first, when the turn has prefetch calls) is an ordinary tool call made by the
   agent: it goes through policy, confirm and tools like any other.
 
@@ -58,8 +61,10 @@ def build_graph(deps: GraphDeps) -> StateGraph[AgentState, TurnRuntime, AgentSta
     g.add_node("policy", nodes.policy)
     g.add_node("confirm", nodes.confirm)
     g.add_node("tools", nodes.tools)
+    g.add_node("answer", nodes.answer)
     g.add_conditional_edges(START, start, ["prefetch", "model"])
     g.add_edge("prefetch", "policy")
     g.add_conditional_edges("model", after_model, ["policy", END])
     g.add_edge("policy", "confirm")
+    g.add_edge("answer", END)
     return g

@@ -208,7 +208,7 @@ class Nodes:
         return {**d, "decision": "allow", "confirmation_required": False, "grant_id": grant_id}
 
     async def confirm(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
-            Literal["tools", "model"]]:
+            Literal["tools", "model", "answer"]]:
         ai = last_ai(state)
         assert ai is not None
         # Ended by the card's interrupt on every pass but the last: not an error.
@@ -217,7 +217,7 @@ class Nodes:
             return await self._confirm(ai, state, runtime.context)
 
     async def _confirm(self, ai: AIMessage, state: AgentState, ctx: TurnRuntime) -> Command[
-            Literal["tools", "model"]]:
+            Literal["tools", "model", "answer"]]:
         verdicts = Verdicts()
         words = CardWords(self.deps.catalog, ctx,
                            known_names(state.get("messages", []), self.deps.catalog, ctx.lang))
@@ -235,10 +235,14 @@ class Nodes:
             for call in ai.tool_calls:
                 expired.refuse(call, EXPIRED, "expired")
             verdicts = expired
+        if verdicts.by_approval:
+            verdicts.only_what_approvers_approved(ai.tool_calls)
         # The last pass (no card left to ask): why each refused call does not run, once.
         await self._audit_refusals(ctx, ai, verdicts)
-        goto: Literal["tools", "model"] = "tools" if verdicts.approved else "model"
-        return Command(goto=goto, update={"approved": verdicts.approved,
+        goto: Literal["tools", "model", "answer"] = (
+            "tools" if verdicts.approved else "answer" if verdicts.by_approval else "model")
+        return Command(goto=goto, update={"answer_only": verdicts.by_approval,
+                                          "approved": verdicts.approved,
                                           "approved_keys": verdicts.keys,
                                           "approved_decisions": verdicts.decision_ids,
                                           "approved_revisions": verdicts.revisions,
@@ -258,7 +262,7 @@ class Nodes:
         await self.deps.audit.append(entries)
 
     async def tools(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
-            Literal["model", "__end__"]]:
+            Literal["model", "answer", "__end__"]]:
         ai = last_ai(state)
         assert ai is not None
         with TRACER.start_as_current_span("agentchat.graph.tools", attributes={
@@ -266,7 +270,7 @@ class Nodes:
             return await self._tools(ai, state, runtime.context)
 
     async def _tools(self, ai: AIMessage, state: AgentState, ctx: TurnRuntime) -> Command[
-            Literal["model", "__end__"]]:
+            Literal["model", "answer", "__end__"]]:
         writer = get_stream_writer()
         keys = state.get("approved_keys", {})
         decided = state.get("decisions", {})
@@ -318,9 +322,32 @@ class Nodes:
                 halt = error_body(ErrorCode.FORBIDDEN, f"the ss-tools API refused “{title}”")
         # From here on ss-tools text is in the model's context: the results' ToolMessages
         # make every later check of the thread untrusted (agent/graph/taint.py).
-        goto: Literal["model", "__end__"] = "__end__" if halt else "model"
+        # After calls someone else approved, the model answers without tools (`answer`).
+        goto: Literal["model", "answer", "__end__"] = (
+            "__end__" if halt else "answer" if state.get("answer_only") else "model")
         return Command(goto=goto,
                        update={"messages": results, "approved": [], "halt": halt})
+
+    async def answer(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
+        """The turn's last step after someone else's approval (docs/protocol.md §11): the
+        model answers with no tool offered, and a call it names anyway is dropped: the
+        approver's token served the calls they approved, anything more is the requester's
+        next turn."""
+        ctx = runtime.context
+        with TRACER.start_as_current_span("agentchat.graph.answer"):
+            try:
+                response = await stream_reply(self.deps.llm, [context_message(ctx.turn, ctx.lang),
+                                                              *state["messages"]],
+                                              [], ctx.text_out or get_stream_writer())
+            except AgentChatError:
+                raise
+            except Exception as e:  # as the model node: the endpoint failed
+                raise AgentChatError(ErrorCode.LLM_UNAVAILABLE,
+                                     f"the model is unavailable ({type(e).__name__})") from None
+        return {"messages": [AIMessage(content=response.content, id=response.id,
+                                       usage_metadata=response.usage_metadata,
+                                       response_metadata=response.response_metadata)],
+                "answer_only": False}
 
     async def _catalog_changed(self, ctx: TurnRuntime, call: Any,
                                writer: Callable[[Any], None]) -> ToolMessage:

@@ -60,6 +60,10 @@ class AgentState(TypedDict, total=False):
     approved_decisions: dict[str, str]    # call_id -> decision_id in force (a re-check's)
     approved_revisions: dict[str, str]    # call_id -> the catalog revision it was judged under
     halt: dict[str, Any] | None           # an error that ends the turn (FORBIDDEN)
+    # Set by the confirm node when someone else's approval answered a card of this pass:
+    # after its calls the model answers without tools (the approver's token serves only
+    # those calls, docs/protocol.md §11).
+    answer_only: bool
     # Written by versions before issue 31 (untrusted per turn); read by none: the taint is
     # the context's (agent/graph/taint.py).
     untrusted: bool
@@ -78,6 +82,9 @@ class TurnRuntime:
     turn_id: str = ""
     lang: Lang = "ru"  # the turn's language (agentchat.words), kept in the turn's plan
     branch: str | None = None  # the turn's branch (issue 35), kept in the plan; audited
+    # False when `user_jwt` is not the requester's (an approver's, docs/protocol.md §11): the
+    # run never keeps it for a takeover (`runs.resume_token`).
+    keep_token: bool = True
     # Where the model node's text goes: the turn's own queue (agent/chat/turn_task.py), or, unset,
     # the graph's custom stream. LangGraph's stream costs a call_soon_threadsafe (a self-pipe
     # write) and a waiter task per write, and the text is per model token (issue 21).

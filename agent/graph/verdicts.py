@@ -29,6 +29,8 @@ from agentchat.agent.graph.state import (
 )
 
 TRACER = trace.get_tracer("agentchat.agent")
+NOT_APPROVED = ("not run: it came with a call someone else approved, and their approval runs "
+                "only that; ask again")
 
 
 @dataclass
@@ -43,6 +45,10 @@ class Verdicts:
     refused: list[ToolMessage] = field(default_factory=list)
     reasons: dict[str, tuple[str, str]] = field(default_factory=dict)  # the audit's words
     expired: bool = False
+    # Someone else's approval answered a card of this pass (the run holds the approver's
+    # token), and the calls that approval let run.
+    by_approval: bool = False
+    approved_by_other: set[str] = field(default_factory=set)
 
     def approve(self, call_id: str, key: str, decision: dict[str, Any]) -> None:
         """`decision`: the one in force (a confirmed card's re-check, else the check)."""
@@ -57,6 +63,18 @@ class Verdicts:
                message: ToolMessage | None = None) -> None:
         self.refused.append(message or refusal(call, text))
         self.reasons[call["id"] or ""] = (reason, text)
+
+    def only_what_approvers_approved(self, calls: list[Any]) -> None:
+        """After someone else's approval the run holds the approver's token, which serves
+        the calls they approved and nothing else (docs/protocol.md §11): any other call of
+        the message (confirmed by the requester, or needing no card) does not run."""
+        for call in calls:
+            call_id = call["id"] or ""
+            if call_id in self.approved and call_id not in self.approved_by_other:
+                self.approved.remove(call_id)
+                for kept in (self.keys, self.decision_ids, self.revisions):
+                    kept.pop(call_id, None)
+                self.refuse(call, NOT_APPROVED, "not_approved")
 
 
 def settle(call: Any, d: dict[str, Any], words: CardWords, out: Verdicts) -> bool:
@@ -102,6 +120,8 @@ def ask_card(group: list[tuple[Any, dict[str, Any]]], words: CardWords, out: Ver
                            else batch_payload(confirm_id, words, asked))
         answer = answer if isinstance(answer, dict) else {}
         span.set_attribute("agentchat.result", str(answer.get("result")))
+    by_other = bool(answer.get("approval"))  # answered by approvers (chat/card_answers.py)
+    out.by_approval = out.by_approval or by_other
     per_call = answer.get("calls") if isinstance(answer.get("calls"), dict) else None
     for call, d, key in asked:
         if per_call is not None:
@@ -113,6 +133,8 @@ def ask_card(group: list[tuple[Any, dict[str, Any]]], words: CardWords, out: Ver
             # of one call before batching): only that call was asked; never run the others.
             own = {"result": "denied"}
         _verdict(call, d, key, own, words, out)
+        if by_other and (call["id"] or "") in out.approved:
+            out.approved_by_other.add(call["id"] or "")
 
 
 def _verdict(call: Any, asked: dict[str, Any], key: str, answer: dict[str, Any],

@@ -614,6 +614,41 @@ def test_a_grant_covers_exactly_the_arguments_approved(stack: Stack, scripted: S
                if g["grant_id"] != "old-grant-of-frank")
 
 
+def test_the_approver_s_token_runs_only_what_they_approved(stack: Stack, scripted: Service,
+                                                          model: Service) -> None:
+    """One model message: a prod deploy (alice approves it) and an ss-dev deploy that needs no
+    card; after the approved call the model would call another tool. Under alice's token only
+    the approved deploy runs: its sibling is not run, the model is offered no tool and the
+    call it names anyway runs nowhere; the run never keeps alice's token for a takeover."""
+    who = people(stack)
+    stack.reset_sandbox()
+    beside = {"name": "deploy_dashboard", "args": {"dashboard_id": 44, "env_id": "ss-dev"}}
+    later = {"name": "deploy_dashboard", "args": {"dashboard_id": 45, "env_id": "ss-dev"}}
+    prod = {"name": "deploy_dashboard", "args": {"dashboard_id": 43, "env_id": "prod"}}
+    script_model(model, [prod, beside], [later])
+    _, card = ask(stack, who["bob"], "задеплой дашборды в прод и в ss-dev", scripted)
+    approval = card.last["approval"]
+    stack.fault(operation="deploy_dashboard", delay_s=2.0)  # the approved call, in flight
+    got = answer(stack, who["alice"], approval["approval_id"], scripted, decision="approve",
+                 args_digest=approval["args_digest"])
+    assert got.status_code == 200, got.text
+    run_id = got.json()["run_id"]
+    live = wait_for(lambda: rows(stack.database_url, "SELECT status, resume_token FROM runs"
+                                 " WHERE id = %s AND status = 'running'", run_id),
+                    "the resumed run's row", 30)
+    assert live == [{"status": "running", "resume_token": None}]
+    joined = wait_run(stack, who["bob"], card.conversation_id or "", run_id)
+    assert [e["call_id"] for e in joined.of("tool_end")] == [card.last["call_id"]]
+    ran = [(a["env"], a["user_actor"]) for a in stack.audit(operation="deploy_dashboard")]
+    assert ran == [("prod", "alice")], ran
+    seen = httpx.get(model.url + "/seen", timeout=5).json()
+    assert [s["offered"] for s in seen["seen"]][1:] == [[]], seen
+    recs = get(stack, who["bob"], "audit", conversation_id=card.conversation_id).json()["items"]
+    not_run = [st["detail"]["reason"] for r in recs for st in r["stages"]
+               if st["stage"] == "not_run"]
+    assert not_run == ["not_approved"], recs
+
+
 def policy_revision(stack: Stack) -> str:
     assert stack.policy is not None
     return str(httpx.get(stack.policy.url + "/readyz", timeout=5).json()["policy_revision"])
