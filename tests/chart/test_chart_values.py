@@ -33,6 +33,7 @@ DEFAULT = matrix()["default"]
     ({"hpa.targetCPUUtilizationPercentage": 150}, r"/hpa/targetCPUUtilizationPercentage'"),
     ({"extraConfig.DATABASE_URL": "x"}, r"'DATABASE_URL' does not match pattern '\^AGENTCHAT_"),
     ({"agentChat.spec.serviceToken.lifetimeSecond": 60}, r"'lifetimeSecond' not allowed"),
+    ({"agent.allowedOrigins": ["https://ss.example.com/app"]}, r"/agent/allowedOrigins/0'"),
 ])
 def test_schema_refuses_bad_values(sets: dict[str, Any], message: str) -> None:
     with pytest.raises(HelmError) as refused:
@@ -152,6 +153,23 @@ def test_approval_notifications_are_configured_from_values_and_existing_secrets(
 
 
 SECRET = "xoxb-T0KEN-hunter2"
+
+
+def test_allowed_origins_reach_the_agent_as_its_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`agent.allowedOrigins` becomes the env the agent's settings read (cross-site writes from
+    those origins pass; docs/protocol.md §9); none set renders an empty list."""
+    from agentchat.agent.settings import AgentSettings
+    from testkit.chart import one
+
+    def env(sets: dict[str, Any]) -> dict[str, str]:
+        return dict(one(render(DEFAULT, sets), "ConfigMap", "-env")["data"])
+
+    assert json.loads(env({})["AGENTCHAT_AGENT_ALLOWED_ORIGINS"]) == []
+    rendered = env({"agent.allowedOrigins": ["https://ss.example.com", "https://b.example"]})
+    monkeypatch.setenv("AGENTCHAT_AGENT_ALLOWED_ORIGINS",
+                       rendered["AGENTCHAT_AGENT_ALLOWED_ORIGINS"])
+    assert AgentSettings(mode="dev").allowed_origins == ["https://ss.example.com",
+                                                         "https://b.example"]
 
 
 @pytest.mark.parametrize(("sets", "message"), [
