@@ -276,8 +276,9 @@ class TurnStarts:
                       "parent_id": point["parent"] or None, "forked_from": forked_from}
 
     def executed(self, calls: list[Row], lang: Lang) -> list[dict[str, Any]]:
-        """The writes among calls that ran, as `forked_from` lists them: the catalog's tool,
-        its title in the turn's language, the environment it targeted."""
+        """The writes among calls that ran or may have run, as `forked_from` lists them: the
+        catalog's tool, its title in the turn's language, the environment it targeted, its
+        outcome (ok, timeout, error, cancelled, running)."""
         catalog = self.tools.catalogs.current()
         out = []
         for call in calls:
@@ -286,5 +287,5 @@ class TurnStarts:
                 continue
             target, _ = tool.environments_of(call.get("input") or {})
             out.append({"tool_name": tool.name, "title": tool.title_in(lang),
-                        "environment": target})
+                        "environment": target, "outcome": call.get("outcome")})
         return out

@@ -14,12 +14,12 @@ from langchain_core.messages import ToolMessage
 
 from agentchat.agent.graph.calls import localized_alternatives
 from agentchat.agent.graph.names import names_for_call
-from agentchat.agent.graph.state import UNTRUSTED_CARD, TurnRuntime
+from agentchat.agent.graph.state import FORKED_CARD, UNTRUSTED_CARD, TurnRuntime
 from agentchat.agent.graph.taint import own_result, taint_reason
 from agentchat.agent.graph.tool_runtime import tool_title
 from agentchat.catalog import Catalog
 from agentchat.digest import calls_digest
-from agentchat.words import pick
+from agentchat.words import Lang, pick
 
 
 @dataclass(frozen=True)
@@ -113,17 +113,34 @@ def card_payload(confirm_id: str, words: CardWords, call: Any, d: dict[str, Any]
         # What the owner approves: the catalog's words, the validated arguments, quoted names.
         "prompt": words.prompt(call, d, granted),
         # Why a card: `confirmation_required`, `confirmation_required_untrusted` (text from
-        # outside the user's words is in the model's context), or the denial's reason; for
-        # an untrusted one, `reason` says so in the turn's language.
+        # outside the user's words is in the model's context), `confirmation_required_forked`
+        # (a fork after a write), or the denial's reason; for the agent's own two, `reason`
+        # says why in the turn's language.
         "reason_code": d.get("reason_code"),
-        "reason": taint_reason(d.get("untrusted_source"), ctx.lang)
-        if d.get("reason_code") == UNTRUSTED_CARD else None,
+        "reason": own_reason(d, ctx.lang),
         "expires_at": expires.isoformat(),
         # Set when someone else must approve (mode `other`): the requester only cancels.
         "approval": approval,
         # A batched card's calls (`batch_payload`); null on a card of one call.
         "calls": None,
     }
+
+
+FORK_REASON = {
+    "ru": ("Разговор вернулся к более раннему сообщению, а в другой его ветке уже выполнялись "
+           "(или могли выполниться) изменения: подтвердите это действие сами."),
+    "en": ("The conversation went back to an earlier message, and its other branch already "
+           "ran (or may have run) changes: confirm this action yourself."),
+}
+
+
+def own_reason(d: dict[str, Any], lang: Lang) -> str | None:
+    """Why the agent asks a card the policy would not: an untrusted context, a fork."""
+    if d.get("reason_code") == UNTRUSTED_CARD:
+        return taint_reason(d.get("untrusted_source"), lang)
+    if d.get("reason_code") == FORKED_CARD:
+        return FORK_REASON[lang]
+    return None
 
 
 def batch_payload(confirm_id: str, words: CardWords,

@@ -23,6 +23,7 @@ from agentchat.agent.graph.names import known_names
 from agentchat.agent.graph.prompt import context_message
 from agentchat.agent.graph.state import (
     EXPIRED,
+    FORKED_CARD,
     PREFETCH_NAME,
     REFUSED,
     SELF_ANSWER,
@@ -177,22 +178,35 @@ class Nodes:
                                               catalog_revision=catalog.revision)
         if d.get("decision") == "deny" and d.get("reason_code") == INVALID_ARGUMENTS:
             return refused_call(f"invalid arguments: {d.get('detail') or 'refused by the policy'}")
-        if taint is not None and tool.risk != "read" and d.get("decision") == "allow":
-            # The agent's own rule, whatever the policy's lines say (issue 31): text from
-            # outside the user's words may have asked for this call.
+        own = self._own_card(tool, taint, ctx)
+        if own is not None and d.get("decision") == "allow":
+            # The agent's own rule, whatever the policy's lines say: text from outside the
+            # user's words may have asked for this call (issue 31), or the turn is a fork
+            # after a write.
             d = {**d, "decision": "allow_with_confirmation", "confirmation_required": True,
-                 "reason_code": UNTRUSTED_CARD}
-        if d.get("reason_code") == UNTRUSTED_CARD:
+                 "reason_code": own}
+        if UNTRUSTED_CARD in (own, d.get("reason_code")):
             d = {**d, "untrusted_source": taint}
-        return await self._granted(d, tool, args, ctx, taint)
+        return await self._granted(d, tool, args, ctx, own)
+
+    @staticmethod
+    def _own_card(tool: Any, taint: str | None, ctx: TurnRuntime) -> str | None:
+        """Why a write needs the requester's own card whatever the policy says (a card's
+        `reason_code`): an untrusted context, or a forked turn (edit, regenerate) whose
+        abandoned branch ran or may have run a write (docs/protocol.md §4, "Branches")."""
+        if tool.risk == "read":
+            return None
+        if taint is not None:
+            return UNTRUSTED_CARD
+        return FORKED_CARD if (ctx.turn.forked_from or {}).get("executed") else None
 
     async def _granted(self, d: dict[str, Any], tool: Any, args: dict[str, Any],
-                       ctx: TurnRuntime, taint: str | None) -> dict[str, Any]:
+                       ctx: TurnRuntime, own: str | None) -> dict[str, Any]:
         """A call the sidecar sends to someone else's approval, covered by a live time-boxed
         grant of an earlier approval (docs/protocol.md §11): the grant stands for that
-        approval and nothing else. Untainted, the call runs without a card; in an untrusted
-        context a write still shows the requester's own card (its `reason` says why), and
-        its decision carries both the grant and the taint."""
+        approval and nothing else. Otherwise the call runs without a card; a write that needs
+        the requester's own card (`own`: an untrusted context, a fork after a write) still
+        shows it (its `reason` says why), its decision carrying both the grant and why."""
         approval = d.get("approval") or {}
         if (self.deps.grants is None or d.get("decision") != "allow_with_confirmation"
                 or approval.get("mode") != "other"):
@@ -202,9 +216,9 @@ class Nodes:
                                           d.get("env_context"), key)
         if grant_id is None:
             return d
-        if taint is not None and tool.risk != "read":
-            return {**d, "reason_code": UNTRUSTED_CARD, "untrusted_source": taint,
-                    "grant_id": grant_id, "approval": dict(SELF_ANSWER)}
+        if own is not None:
+            return {**d, "reason_code": own, "grant_id": grant_id,
+                    "approval": dict(SELF_ANSWER)}
         return {**d, "decision": "allow", "confirmation_required": False, "grant_id": grant_id}
 
     async def confirm(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[

@@ -28,6 +28,9 @@ CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
 IDEMPOTENCY_NAMESPACE = uuid.UUID("0b7f3e2a-51c4-4d8e-a6f9-2e3c7d1b5a84")
 REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
 UNTRUSTED_CARD = "confirmation_required_untrusted"
+# A write in a forked turn whose abandoned branch ran (or may have run) a write
+# (docs/protocol.md §4, "Branches"): the requester's card, whatever the policy says.
+FORKED_CARD = "confirmation_required_forked"
 EXPIRED = "not run: the confirmation expired"
 # The requester answers the card (the sidecar's `approval` for mode `self`, docs/protocol.md
 # §11): what a grant leaves of a card an untrusted context still needs.

@@ -64,7 +64,10 @@ WITH RECURSIVE down AS (
 )
 SELECT id FROM down ORDER BY depth DESC LIMIT 1
 """
-# The calls that ran (outcome ok) in the turns of a message and everything below it.
+# The calls that ran or may have run in the turns of a message and everything below it:
+# ok, and every outcome after the request may have left (timeout, error, cancelled while it
+# ran, still running when its replica died). A refusal before sending is an error too: listed,
+# which asks one card more, never one less.
 EXECUTED = """
 WITH RECURSIVE below AS (
     SELECT id, turn_id FROM messages WHERE conversation_id = %(id)s AND id = %(mid)s
@@ -72,8 +75,9 @@ WITH RECURSIVE below AS (
     SELECT m.id, m.turn_id FROM below b
       JOIN messages m ON m.conversation_id = %(id)s AND m.parent_id = b.id
 )
-SELECT c.call_id, c.tool, c.input FROM tool_calls c
- WHERE c.conversation_id = %(id)s AND c.outcome = 'ok'
+SELECT c.call_id, c.tool, c.input, c.outcome FROM tool_calls c
+ WHERE c.conversation_id = %(id)s
+   AND c.outcome IN ('ok', 'timeout', 'error', 'cancelled', 'running')
    AND c.turn_id IN (SELECT turn_id FROM below WHERE turn_id IS NOT NULL)
  ORDER BY c.started_at, c.call_id
 """
@@ -101,7 +105,8 @@ async def fork_point(db: Db, *, owner: str, conversation_id: str, message_id: st
     None: the active branch's last) forks: just before the user message it names or that
     produced it. Returns that message (`id`, `content`, `parent`: its parent, '' for none;
     `plan`: its turn's), `prev_user` (the user message before it on its branch, or None) and
-    `executed` (the calls that ran at or below it: `call_id`, `tool`, `input`)."""
+    `executed` (the calls that ran or may have run at or below it: `call_id`, `tool`,
+    `input`, `outcome`)."""
     async with connection(db) as conn:
         await get_conversation(conn, owner=owner, conversation_id=conversation_id)
         params: dict[str, Any] = {"id": conversation_id, "mid": message_id}

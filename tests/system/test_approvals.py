@@ -51,6 +51,7 @@ from testkit.support import Service, free_port, script_model, stub_model_env
 
 SECRET = "approvals-webhook-secret"
 UNTRUSTED = "confirmation_required_untrusted"
+FORKED = "confirmation_required_forked"
 DEPLOY_42 = {"name": "deploy_dashboard", "args": {"dashboard_id": 42, "env_id": "prod"}}
 
 # Prod deploys and migrations: one approver; prod deletes: two; ss-stage deploys expire in 3 s.
@@ -155,12 +156,15 @@ def mailbox() -> Iterator[tuple[Mailbox, int]]:
     controller.stop()
 
 
-def catalog_with_comment(tmp: Path) -> Path:
-    """The shipped catalog whose deploys take a `comment`, free text (a grant leaves it out)."""
+def module_catalog(tmp: Path) -> Path:
+    """The shipped catalog whose deploys take a `comment`, free text (a grant leaves it out),
+    and whose maintenance windows time out after 1 s."""
     data = yaml.safe_load((PACKAGE_DATA / "catalog.yaml").read_text())
-    deploy = next(t for t in data["tools"] if t["name"] == "deploy_dashboard")
-    deploy["args"]["properties"]["comment"] = {"type": "string", "maxLength": 200}
-    deploy["free_text"] = ["comment"]
+    tools = {t["name"]: t for t in data["tools"]}
+    tools["deploy_dashboard"]["args"]["properties"]["comment"] = {"type": "string",
+                                                                  "maxLength": 200}
+    tools["deploy_dashboard"]["free_text"] = ["comment"]
+    tools["start_maintenance"]["timeout_s"] = 1
     path = tmp / "catalog.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
     return path
@@ -174,7 +178,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str, migrated_tem
     shutil.copytree(PACKAGE_DATA / "policy", policy)
     (policy / "approvals.yaml").write_text(APPROVALS)
     with stack_on_own_database(
-            pg_server, migrated_template, tmp, catalog_path=catalog_with_comment(tmp),
+            pg_server, migrated_template, tmp, catalog_path=module_catalog(tmp),
             policy_env={"AGENTCHAT_POLICY_DIR": str(policy)},
             AGENTCHAT_AGENT_APPROVAL_WEBHOOK_URL=f"http://127.0.0.1:{receiver.port}/hook",
             AGENTCHAT_AGENT_APPROVAL_WEBHOOK_SECRET=SECRET,
@@ -593,7 +597,7 @@ def test_a_grant_covers_exactly_the_arguments_approved(stack: Stack, scripted: S
     for other in ("4", "2"):  # a newer version, a rollback
         assert not covered(scripted, model, frank, {**v3, "args": {**v3["args"],
                                                                     "version": other}})
-    # The module's catalog gives deploys a free-text `comment` (catalog_with_comment).
+    # The module's catalog gives deploys a free-text `comment` (module_catalog).
     said = {**v3, "args": {**v3["args"], "comment": "change 1234"}}
     assert covered(scripted, model, frank, said)
     assert covered(scripted, model, frank, {**said, "args": {**said["args"],
@@ -647,6 +651,65 @@ def test_the_approver_s_token_runs_only_what_they_approved(stack: Stack, scripte
     not_run = [st["detail"]["reason"] for r in recs for st in r["stages"]
                if st["stage"] == "not_run"]
     assert not_run == ["not_approved"], recs
+
+
+def regenerate(cid: str | None) -> dict[str, Any]:
+    return {"text": "", "files": [], "action": "regenerate", "conversation_id": cid,
+            "message_id": None}
+
+
+def test_a_fork_cards_every_write_when_the_old_branch_wrote(stack: Stack, scripted: Service,
+                                                            model: Service) -> None:
+    """Regenerate after a write ran or may have run (docs/protocol.md §4, "Branches"):
+    `forked_from` lists it with its outcome, a timeout included, and in the forked turn a
+    write that would need no card (an ss-dev maintenance window, a deploy a grant covers) is
+    the requester's card saying why; nothing runs unasked."""
+    ivan = stack.token("ivan", ["admin"])
+    stack.reset_sandbox()
+    window = call("start_maintenance", env_id="ss-dev", reason="patch")
+    stack.fault(operation="start_maintenance", delay_s=2.0)  # past the 1 s timeout
+    script_model(model, [window])
+    tab = RawChat(scripted.url, ivan, None)  # type: ignore[arg-type]
+    old = say(scripted, ivan, SAID["start_maintenance"].replace("прод", "ss-dev"), tab=tab,
+              timeout=60)
+    assert old.kind == "final" and old.of("tool_timeout"), old.types()
+    time.sleep(1.5)  # the sandbox finishes the timed-out request
+    windows = len(stack.audit(operation="start_maintenance"))
+    script_model(model, [window])
+    again = say(scripted, ivan, regenerate(old.conversation_id), tab=tab, timeout=60)
+    forked = again.events[0]["metadata"]
+    assert forked["type"] == "forked", again.types()
+    assert [(e["tool_name"], e["environment"], e["outcome"])
+            for e in forked["forked_from"]["executed"]] == [("start_maintenance", "ss-dev",
+                                                             "timeout")]
+    assert again.kind == "confirm_required" and again.last["reason_code"] == FORKED
+    assert "другой его ветке" in again.last["reason"], again.last["reason"]
+    say(scripted, ivan, "__resume__", "deny", old.conversation_id, tab=tab, timeout=60)
+    assert len(stack.audit(operation="start_maintenance")) == windows
+    # A deploy a grant covers runs at once; regenerated, it is ivan's card (the grant still
+    # recorded on its decision), and runs only once he confirms.
+    deploy = call("deploy_dashboard", dashboard_id=42, env_id="prod")
+    grant_id = granted(stack, scripted, model, ivan, deploy, stack.token("alice", ["admin"]))
+    script_model(model, [deploy])
+    tab = RawChat(scripted.url, ivan, None)  # type: ignore[arg-type]
+    ran = say(scripted, ivan, SAID["deploy_dashboard"], tab=tab, timeout=60)
+    assert ran.kind == "final" and ran.of("tool_end"), ran.types()
+    before = len(deploys(stack))
+    script_model(model, [deploy])
+    card = say(scripted, ivan, regenerate(ran.conversation_id), tab=tab, timeout=60)
+    assert [(e["tool_name"], e["outcome"]) for e in card.events[0]["metadata"]["forked_from"][
+        "executed"]] == [("deploy_dashboard", "ok")]
+    assert card.kind == "confirm_required", card.types()
+    assert (card.last["approval"], card.last["reason_code"]) == (None, FORKED)
+    assert len(deploys(stack)) == before
+    recs = get(stack, ivan, "audit", conversation_id=ran.conversation_id).json()["items"]
+    check = next(st["detail"] for r in recs if r["call_id"] == card.last["call_id"]
+                 for st in r["stages"] if st["stage"] == "decision")
+    assert (check["grant_id"], check["reason_code"]) == (grant_id, FORKED)
+    done = say(scripted, ivan, "__resume__", "confirm", ran.conversation_id, tab=tab,
+               timeout=60)
+    assert done.kind == "final" and done.of("tool_end"), done.types()
+    assert len(deploys(stack)) == before + 1
 
 
 def policy_revision(stack: Stack) -> str:
