@@ -2,7 +2,7 @@
 
     builder.py        the graph drawn: prefetch -> model -> policy -> confirm -> tools -> model ...
     state.py          AgentState (checkpointed), TurnRuntime (per turn), GraphDeps, stable ids
-    nodes.py          the nodes: prefetch, model, policy (the gate), confirm, tools
+    nodes.py          the nodes: prefetch, model, policy (the gate), confirm, tools, answer
     verdicts.py       the confirm node's steps: each call's verdict, the card's interrupt()
     cards.py          a card's words and payload, the ToolMessages of calls that do not run
     calls.py          the model's calls: unique ids, tool schemas, alternatives' words

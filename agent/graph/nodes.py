@@ -1,5 +1,6 @@
 """The graph's nodes (agent/graph/builder.py draws the graph): prefetch, model, policy,
-confirm, tools. Each is a LangGraph node over one set of dependencies (`GraphDeps`)."""
+confirm, tools, answer (after someone else's approval). Each is a LangGraph node over one
+set of dependencies (`GraphDeps`)."""
 
 from __future__ import annotations
 
