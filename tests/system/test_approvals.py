@@ -321,8 +321,11 @@ def test_the_refusals_change_nothing(stack: Stack) -> None:
             403, "FORBIDDEN")
     # bob under another spelling of his subject is still bob (casefold + NFKC).
     for alias in ("Bob", "ＢＯＢ"):
-        refused(answer(stack, stack.token(alias, ["approver", "admin"]), aid,
-                       decision="approve", args_digest=digest), 403, "FORBIDDEN")
+        as_bob = stack.token(alias, ["approver", "admin"])
+        refused(answer(stack, as_bob, aid, decision="approve", args_digest=digest),
+                403, "FORBIDDEN")
+        assert aid not in [i["approval_id"] for i in get(stack, as_bob, "approvals").json()[
+            "items"]], "never one's own in one's inbox"
     # Someone who may not see it (no approver role) learns nothing else: NOT_FOUND before
     # any other refusal, a wrong digest or a grant included (no digest oracle).
     for body in ({"args_digest": digest}, {"args_digest": "sha256:" + "0" * 64},
