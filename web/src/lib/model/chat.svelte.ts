@@ -10,8 +10,9 @@
  * "Reactivity"). This class is the machine's façade: its `$state` (what the view reads), the
  * getters the view derives from it, and the transitions a person starts (send, stop, answer a
  * card, retry, open a conversation). The rest of the transitions live by concern, as functions
- * of the model and its non-reactive state (`Inner`, machine.ts, with the options and the
- * transitions all share):
+ * of the model and its non-reactive state, both typed in machine.ts (`ChatState`, which this
+ * class implements, and `Inner`, which carries `openConversation` to them): they never import
+ * this module, so the model's imports go one way. They are:
  *   stream.ts    a submit read to its end, and every event's transition (the reducer), the
  *                error event, the stream lost without its last event; after a final, history's
  *                ids onto the turn shown (history.ts's adoptStored)
@@ -28,8 +29,8 @@ import * as branches from "./branches.js";
 import { applyActive, Clock } from "./clock.js";
 import { fromHistory } from "./history.js";
 import {
-  type Current, type Inner, type ModelOptions, deadline, disconnected, HANG_MS, HISTORY_PAGE, inner,
-  joinPayload, localId, newAssistant, payload, withDefaults,
+  type ChatState, type Current, type Inner, type ModelOptions, deadline, disconnected, HANG_MS, HISTORY_PAGE,
+  joinPayload, localId, newAssistant, newInner, payload, withDefaults,
 } from "./machine.js";
 import { itemOf } from "./parts.js";
 import * as stream from "./stream.js";
@@ -40,7 +41,7 @@ import {
 
 export type { ModelOptions } from "./machine.js";
 
-export class ChatModel {
+export class ChatModel implements ChatState {
   state = $state<FsmState>("idle");
   connection = $state<Connection>("connecting");
   items = $state<Item[]>([]);
@@ -62,12 +63,12 @@ export class ChatModel {
   loadingOlder = $state(false);
 
   /** The machine's non-reactive state, shared with its modules (machine.ts). */
-  readonly #k: Inner;
+  readonly #inner: Inner;
   readonly #clock: Clock;
 
   constructor(opts: ModelOptions) {
-    this.#k = inner(withDefaults(opts));
-    this.#clock = new Clock(this, this.#k);
+    this.#inner = newInner(withDefaults(opts), (id) => this.openConversation(id));
+    this.#clock = new Clock(this, this.#inner);
     this.words = WORDS[opts.lang];
     this.files = new AttachmentsModel(opts.upload ?? null, this.words, opts.limits);
   }
@@ -140,12 +141,12 @@ export class ChatModel {
     this.#clock.start();
     this.connection = "connecting";
     try {
-      const { examples } = await deadline(this.#k.o.transport.connect(), HANG_MS);
+      const { examples } = await deadline(this.#inner.options.transport.connect(), HANG_MS);
       this.examples = examples;
       this.connection = "connected";
     } catch {
-      disconnected(this, this.#k); // 002: idle ──[connect fail]──→ disconnected
-      this.#k.reloadAfterReconnect = conversationId !== null;
+      disconnected(this, this.#inner); // 002: idle ──[connect fail]──→ disconnected
+      this.#inner.reloadAfterReconnect = conversationId !== null;
       this.conversationId = conversationId;
       return;
     }
@@ -154,8 +155,8 @@ export class ChatModel {
 
   dispose(): void {
     this.#clock.stop();
-    const cur = this.#k.cur;
-    this.#k.cur = null;
+    const cur = this.#inner.cur;
+    this.#inner.cur = null;
     if (cur) cur.cancelled = true; // a dropped connection is not a cancel: the run goes on
   }
 
@@ -169,46 +170,46 @@ export class ChatModel {
     this.files.clear();
     this.items.push({ kind: "user", id: localId("u"), text: t, files: files.map((f) => f.orig_name) });
     const item = newAssistant(this);
-    const p = payload(this, this.#k, t, null);
+    const p = payload(this, this.#inner, t, null);
     p.message.files = files;
-    void stream.run(this, this.#k, p, item, "message", t);
+    void stream.run(this, this.#inner, p, item, "message", t);
   }
 
   /** Edit a stored user message (docs/protocol.md §4, "Branches"): the new text runs on a new
    * branch from just before it; the picker then shows both. */
   edit(messageId: string, text: string): void {
-    branches.edit(this, this.#k, messageId, text);
+    branches.edit(this, this.#inner, messageId, text);
   }
 
   /** Regenerate a stored answer: its user message runs again on a new branch. */
   regenerate(messageId: string): void {
-    branches.regenerate(this, this.#k, messageId);
+    branches.regenerate(this, this.#inner, messageId);
   }
 
   /** The picker: the branch through `messageId` becomes the active one, and is shown. */
   switchBranch(messageId: string | undefined): Promise<void> {
-    return branches.switchBranch(this, this.#k, messageId);
+    return branches.switchBranch(this, this.#inner, messageId);
   }
 
   /** Stop: submission.cancel(); the partial answer stays (streaming ──[cancel]──→ idle). A run
    * this tab joined (after a reconnect or a reload) is stopped by its run_id: cancelling a
    * join only stops following it (docs/protocol.md §4). */
   stop(): void {
-    const cur = this.#k.cur;
+    const cur = this.#inner.cur;
     if (!cur || this.state !== "streaming") return;
     cur.cancelled = true;
-    this.#k.cur = null;
+    this.#inner.cur = null;
     cur.item.partial = true;
     this.state = "idle";
     if (cur.kind === "join" && cur.runId && this.conversationId) {
-      this.#k.o.rest.cancelRun(this.conversationId, cur.runId, this.#k.o.tabId).catch((e: unknown) => {
+      this.#inner.options.rest.cancelRun(this.conversationId, cur.runId, this.#inner.options.tabId).catch((e: unknown) => {
         const detail = e instanceof RestError ? e.detail || e.code : String(e);
         this.error = { kind: "stream", code: e instanceof RestError ? e.code : "INTERNAL", text: detail, retryable: false };
         if (this.state === "idle") this.state = "error";
       });
     }
     void Promise.resolve(cur.sub?.cancel()).catch(() => undefined);
-    this.#k.o.onConversationsChanged?.();
+    this.#inner.options.onConversationsChanged?.();
   }
 
   confirm(): void {
@@ -227,7 +228,7 @@ export class ChatModel {
     }
     if (!this.canRetry || !this.conversationId) return;
     const item = newAssistant(this);
-    void stream.run(this, this.#k, payload(this, this.#k, "__retry__", "retry"), item, "retry", "");
+    void stream.run(this, this.#inner, payload(this, this.#inner, "__retry__", "retry"), item, "retry", "");
   }
 
   /** Manual reconnect (the banner's button, also during the countdown). */
@@ -237,7 +238,7 @@ export class ChatModel {
 
   newConversation(): void {
     if (this.state === "streaming" || this.state === "loading_history") return;
-    this.#k.cur = null;
+    this.#inner.cur = null;
     this.conversationId = null;
     this.items = [];
     this.error = null;
@@ -248,7 +249,7 @@ export class ChatModel {
   /** idle ──[load history]──→ loading_history ──[success]──→ idle | ──[failure]──→ error */
   async openConversation(conversationId: string): Promise<void> {
     if (this.state === "streaming") return;
-    this.#k.cur = null;
+    this.#inner.cur = null;
     this.conversationId = conversationId;
     this.items = [];
     this.error = null;
@@ -257,16 +258,16 @@ export class ChatModel {
     let active: Active | null = null;
     this.olderCursor = null;
     try {
-      const page = await deadline(this.#k.o.rest.history(conversationId, HISTORY_PAGE), 3 * HANG_MS);
+      const page = await deadline(this.#inner.options.rest.history(conversationId, HISTORY_PAGE), 3 * HANG_MS);
       if (this.conversationId !== conversationId) return; // another was opened meanwhile
-      active = await deadline(this.#k.o.rest.active(conversationId), HANG_MS).catch(() => null);
-      this.items = fromHistory(page.items, Date.now(), this.#k.o.armS * 1000);
+      active = await deadline(this.#inner.options.rest.active(conversationId), HANG_MS).catch(() => null);
+      this.items = fromHistory(page.items, Date.now(), this.#inner.options.armS * 1000);
       this.olderCursor = page.next_cursor;
     } catch (e) {
       if (this.conversationId !== conversationId) return;
       if (e instanceof RestError && e.unreachable) {
-        this.#k.reloadAfterReconnect = true;
-        disconnected(this, this.#k);
+        this.#inner.reloadAfterReconnect = true;
+        disconnected(this, this.#inner);
         return;
       }
       const detail = e instanceof RestError ? e.detail || e.code : e instanceof Error ? e.message : String(e);
@@ -276,11 +277,11 @@ export class ChatModel {
       return;
     }
     this.state = this.card?.status === "pending" ? "awaiting_confirmation" : "idle";
-    const following = active !== null && applyActive(this, this.#k, active);
+    const following = active !== null && applyActive(this, this.#inner, active);
     // A reloaded tab follows the run still going on (docs/protocol.md §4: /active's `run`).
     if (active?.run?.status === "running" && !this.gated && !following) {
       const item = newAssistant(this);
-      void stream.run(this, this.#k, joinPayload(this.#k, active.run.run_id, 0, conversationId), item, "join", "");
+      void stream.run(this, this.#inner, joinPayload(this.#inner, active.run.run_id, 0, conversationId), item, "join", "");
     }
   }
 
@@ -291,10 +292,10 @@ export class ChatModel {
     if (!cid || !cursor || this.loadingOlder || this.state === "loading_history") return;
     this.loadingOlder = true;
     try {
-      const page = await deadline(this.#k.o.rest.history(cid, HISTORY_PAGE, cursor), 3 * HANG_MS);
+      const page = await deadline(this.#inner.options.rest.history(cid, HISTORY_PAGE, cursor), 3 * HANG_MS);
       if (this.conversationId !== cid || this.olderCursor !== cursor) return;
       const seen = new Set(this.items.map((i) => i.id));
-      const older = fromHistory(page.items, Date.now(), this.#k.o.armS * 1000).filter((i) => !seen.has(i.id));
+      const older = fromHistory(page.items, Date.now(), this.#inner.options.armS * 1000).filter((i) => !seen.has(i.id));
       this.items.unshift(...older);
       this.olderCursor = page.next_cursor;
     } catch {
@@ -306,7 +307,7 @@ export class ChatModel {
 
   /** One event of the current submit (stream.ts; the event is the model's own copy). */
   onStreamData(ev: ChatEvent, cur: Current): void {
-    stream.onStreamData(this, this.#k, ev, cur);
+    stream.onStreamData(this, this.#inner, ev, cur);
   }
 
   // -- helpers ------------------------------------------------------------------------------
@@ -316,11 +317,11 @@ export class ChatModel {
     if (!card || !this.canAnswer(card) || action === "confirm" && !this.canConfirm(card)) return;
     card.answering = true;
     const item = itemOf(this.items, card) ?? newAssistant(this);
-    const p = payload(this, this.#k, "__resume__", action);
+    const p = payload(this, this.#inner, "__resume__", action);
     p.message.confirm_id = card.confirmId;
     if (action === "confirm" && card.calls.length) {
       p.message.approve = card.calls.filter((c) => c.checked).map((c) => c.callId);
     }
-    void stream.run(this, this.#k, p, item, "resume", "");
+    void stream.run(this, this.#inner, p, item, "resume", "");
   }
 }

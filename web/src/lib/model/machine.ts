@@ -1,15 +1,43 @@
-/** What the state machine's modules share (chat.svelte.ts draws the split): the options, the
- * non-reactive part of the machine (`Inner`: what the view never reads), and the few
- * transitions every module takes (`disconnected`, a new answer item, the /chat payloads).
+/** What the state machine's modules share (chat.svelte.ts draws the split): the model's reactive
+ * face as an interface (`ChatState`), the options, the non-reactive part of the machine (`Inner`:
+ * what the view never reads), and the few transitions every module takes (`disconnected`, a new
+ * answer item, the /chat payloads).
  *
- * The reactive part is ChatModel's `$state` fields: the modules read and write them on the
- * model itself (a `$state` field is an accessor, so a write from here is seen by the view).
+ *   chat.svelte.ts (ChatModel implements ChatState) ─▶ stream.ts, clock.ts, branches.ts
+ *                                                 └────────┴─ all typed against this module only
+ *
+ * The modules read and write the `$state` fields on the model itself (a `$state` field is an
+ * accessor, so a write from here is seen by the view); what they need of ChatModel's own
+ * transitions (opening a conversation) reaches them through `Inner`, passed in by the model.
  */
 
 import type { Limits } from "./attachments.svelte.js";
-import type { ChatModel } from "./chat.svelte.js";
-import type { AlternativesView, AssistantItem, ChatPayload, Item, Rest, Submission, Transport, Uploader } from "./types.js";
-import type { Lang } from "../i18n.js";
+import type {
+  AlternativesView, AssistantItem, CardView, ChatPayload, Connection, ErrorView, FsmState, Item, Rest, Submission,
+  Transport, Uploader,
+} from "./types.js";
+import type { Lang, Words } from "../i18n.js";
+
+/** The model as its modules see it: ChatModel's `$state` fields (what the view reads) and the
+ * getters derived from them. */
+export interface ChatState {
+  state: FsmState;
+  connection: Connection;
+  items: Item[];
+  error: ErrorView | null;
+  conversationId: string | null;
+  examples: string[];
+  /** Another tab holds the conversation's lease (`/active`): Send is disabled. */
+  gated: boolean;
+  /** Text handed back to the input (a message refused before it was stored). */
+  draft: string;
+  reconnect: { attempt: number; secondsLeft: number };
+  now: number;
+  readonly words: Words;
+  /** The card to answer (pending) or the expired one still shown, if any. */
+  readonly card: CardView | null;
+  readonly canSend: boolean;
+}
 
 export interface ModelOptions {
   transport: Transport;
@@ -85,7 +113,10 @@ export interface Rejoin {
 /** The machine's non-reactive state, one object shared by its modules (ChatModel keeps it
  * private: the view never reads it). */
 export interface Inner {
-  readonly o: Options;
+  readonly options: Options;
+  /** ChatModel's `openConversation` (history read anew: a fork's answer, a reconnect, the
+   * picker), passed in so that its modules need not import the model. */
+  readonly openConversation: (conversationId: string) => Promise<void>;
   /** The submit being read (stream.ts), null when none. */
   cur: Current | null;
   /** When the stream last said anything: the clock's watchdog (clock.ts). */
@@ -102,10 +133,10 @@ export interface Inner {
   readonly approvalBase: Map<string, string | null>;
 }
 
-export function inner(o: Options): Inner {
+export function newInner(options: Options, openConversation: Inner["openConversation"]): Inner {
   return {
-    o, cur: null, lastDataAt: 0, rejoin: null, reloadAfterReconnect: false,
-    ownRuns: new Set(o.ownRuns?.load() ?? []), beforeFork: null, approvalBase: new Map(),
+    options, openConversation, cur: null, lastDataAt: 0, rejoin: null, reloadAfterReconnect: false,
+    ownRuns: new Set(options.ownRuns?.load() ?? []), beforeFork: null, approvalBase: new Map(),
   };
 }
 
@@ -114,31 +145,31 @@ let nextId = 0;
 export const localId = (p: string): string => `${p}-${++nextId}`;
 
 /** The connection is gone: the countdown of the first reconnect starts (clock.ts). */
-export function disconnected(m: ChatModel, k: Inner): void {
-  m.connection = "disconnected";
-  m.state = "disconnected";
-  m.reconnect = { attempt: 1, secondsLeft: k.o.reconnectDelayS };
+export function disconnected(model: ChatState, inner: Inner): void {
+  model.connection = "disconnected";
+  model.state = "disconnected";
+  model.reconnect = { attempt: 1, secondsLeft: inner.options.reconnectDelayS };
 }
 
 /** Push an assistant item and return the reactive proxy the array holds. */
-export function newAssistant(m: ChatModel): AssistantItem {
-  m.items.push({ kind: "assistant", id: localId("a"), parts: [], partial: false });
-  return m.items[m.items.length - 1] as AssistantItem;
+export function newAssistant(model: ChatState): AssistantItem {
+  model.items.push({ kind: "assistant", id: localId("a"), parts: [], partial: false });
+  return model.items[model.items.length - 1] as AssistantItem;
 }
 
-export function payload(m: ChatModel, k: Inner, text: string, action: ChatPayload["action"]): ChatPayload {
+export function payload(model: ChatState, inner: Inner, text: string, action: ChatPayload["action"]): ChatPayload {
   return {
-    message: { text, files: [], tab_id: k.o.tabId },
+    message: { text, files: [], tab_id: inner.options.tabId },
     action,
-    conversation_id: m.conversationId,
-    uicontext: action === null && k.o.uicontext ? JSON.stringify(k.o.uicontext) : null,
-    env_id: k.o.envId ?? null,
+    conversation_id: model.conversationId,
+    uicontext: action === null && inner.options.uicontext ? JSON.stringify(inner.options.uicontext) : null,
+    env_id: inner.options.envId ?? null,
   };
 }
 
-export function joinPayload(k: Inner, runId: string, lastSeq: number, conversationId: string): ChatPayload {
+export function joinPayload(inner: Inner, runId: string, lastSeq: number, conversationId: string): ChatPayload {
   return {
-    message: { text: "", files: [], tab_id: k.o.tabId, run_id: runId, last_seq: lastSeq },
+    message: { text: "", files: [], tab_id: inner.options.tabId, run_id: runId, last_seq: lastSeq },
     action: "join", conversation_id: conversationId, uicontext: null, env_id: null,
   };
 }
