@@ -21,6 +21,7 @@ from agentchat.agent.storage.db import STORAGE_ERRORS
 from agentchat.agent.wiring import ServiceHolder, build_services
 from agentchat.asgi import BodyLimitMiddleware
 from agentchat.db import REQUIRED_SCHEMA, resolve_database_url, wait_for_schema
+from agentchat.errors import LocalError
 from agentchat.http_errors import install_error_handlers
 from agentchat.telemetry import fastapi_telemetry, setup_telemetry
 
@@ -72,7 +73,7 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     return mounted
 
 
-class MountPathClash(ValueError):
+class MountPathClash(LocalError, ValueError):
     """The mount path would hide REST routes (the CLI refuses to start, exit code 2)."""
 
 

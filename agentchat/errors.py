@@ -1,24 +1,35 @@
 """Error codes of the wire contract (docs/protocol.md §5) and the exceptions that carry them.
 
-Every exception class of the product is an `AgentChatError`; the tree, with where each lives
-(the leaves stay beside the code that raises them, which keeps this module import-free):
+Every exception class of the product is an `AgentChatError`, or a signal registered in
+`SIGNALS` below; the tree, with where each lives (the leaves stay beside the code that raises
+them, which keeps this module import-free; tests/core/test_error_tree.py checks this drawing
+against the classes, both ways):
 
     AgentChatError                 code, detail, retryable, HTTP status; str: "CODE: detail"
     ├── TokenError                 a JWT was refused (cause: expired, bad_signature, ...)
     ├── CatalogError               the tool catalog is broken (names file, tool and field)
     └── LocalError                 handled inside one component; str(e) is its detail
         ├── InvalidArguments       agentchat/tool_request.py: a call's arguments (ValueError too)
+        ├── SchemaTooOld           agentchat/db.py: the database is older than the code needs
+        ├── TelemetryConfigError   agentchat/telemetry.py: an OTEL_* setting refused at start
+        ├── MountPathClash         agent/main.py: a mount path hiding REST routes (ValueError too)
+        ├── UploadRefused          agent/chat/upload_book.py: an upload over a limit (413, 429)
         ├── RefusedFile            agent/chat/attachments.py: a /chat file not the user's upload
         ├── EmbeddingsUnavailable  agent/selection/embeddings.py: the selector widens the tool set
         ├── Refused                policy/app.py: a sidecar request refused (code and status)
         ├── PolicyError            policy/rules.py: a policy folder that cannot become a snapshot
+        ├── ApprovalRuleError      policy/approvals.py: approvals.yaml unreadable (ValueError too)
         ├── ReloadError            policy/reload.py: a policy, catalog or test refused a reload
+        ├── GitError               policy/diff.py: a --git revision or path cannot be read
+        ├── ReplayError            policy/replay.py: a --since that cannot be read (ValueError too)
         ├── ArgumentsError         sandbox/arguments.py: malformed request arguments (422)
         ├── OpError                sandbox/context.py: an operation refused (404, 403 or 422)
         ├── InvalidSpec            operator/spec.py: a spec that cannot be acted on (ValueError too)
         ├── KubeError              operator/kube.py: the Kubernetes API refused or is unreachable
+        │   └── Conflict           operator/kube.py: the object changed since it was read (409)
         ├── CorruptRing            operator/handlers/handle_rotate_agentchat.py: an unreadable ring
         ├── NoDatabase             operator/handlers/handle_prune_agentchat.py: no database to prune
+        ├── SchemaNotReady         operator/handlers/handle_prune_agentchat.py: not migrated enough
         └── PrunerBusy             operator/pruning.py: another pruner holds the lock
 
 kopf's own exceptions (TemporaryError, PermanentError) stay kopf's: they are its retry signals.
@@ -87,6 +98,16 @@ def error_body(code: ErrorCode, detail: str) -> dict[str, str]:
     """docs/protocol.md §5's error body; each service answers with it through one response helper
     (agent/api/error_docs.py, policy/app.py, sandbox/context.py)."""
     return {"code": str(code), "detail": detail}
+
+
+# Exceptions of the product outside the tree, each with why. A signal is control flow, not an
+# error: it must pass through every `except AgentChatError` between its raise and its handler.
+SIGNALS: dict[str, str] = {
+    "agentchat.agent.storage.fencing.RunFenced":
+        "the run is another replica's now: its turn stops here with no error event, caught only"
+        " by the turn's task (agent/chat/turn_task.py); tool and store calls that catch"
+        " AgentChatError must not turn it into an error",
+}
 
 
 class AgentChatError(Exception):

@@ -9,17 +9,357 @@ retry after a lock timeout resumes where it stopped (agentchat/db.py runs them, 
 `lock_timeout` and `statement_timeout` set). A table that serving pods write to is changed only
 online: an `ALTER TABLE` that needs a brief ACCESS EXCLUSIVE lock, and indexes built
 concurrently.
+
+One list in one file, past the ~400 lines a module keeps to: append-only data is exempt
+(docs/architecture.md, "Storage"), and a version is its index here, read in one place.
 """
 
 from __future__ import annotations
 
-from agentchat.schema_base import FIRST_ELEVEN, Online
+from dataclasses import dataclass
 
 __all__ = ["MIGRATIONS", "Online"]
 
 
+@dataclass(frozen=True)
+class Online:
+    """Statements run one at a time in autocommit, never inside a transaction."""
+
+    statements: tuple[str, ...]
+
+
 MIGRATIONS: list[str | Online] = [
-    *FIRST_ELEVEN,  # 0-10
+    # 0: conversations and their turns, messages, tool calls, confirmations and leases.
+    """
+    CREATE TABLE IF NOT EXISTS conversations (
+        id               text PRIMARY KEY,              -- the LangGraph thread_id
+        owner            text NOT NULL,                 -- the user JWT's sub
+        title            text NOT NULL DEFAULT '',
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        last_activity_at timestamptz NOT NULL DEFAULT now(),
+        is_archived      boolean NOT NULL DEFAULT false,
+        archived_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS conversations_owner_activity
+        ON conversations (owner, last_activity_at DESC, id DESC);
+
+    CREATE TABLE IF NOT EXISTS turns (
+        id               text PRIMARY KEY,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        status           text NOT NULL DEFAULT 'running',
+            -- running | awaiting_confirmation | completed | partial | failed
+        error_code       text,
+        started_at       timestamptz NOT NULL DEFAULT now(),
+        finished_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS turns_conversation ON turns (conversation_id, started_at);
+
+    CREATE TABLE IF NOT EXISTS messages (
+        id               text PRIMARY KEY,              -- client id or the final event's message_id
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          text REFERENCES turns(id) ON DELETE SET NULL,
+        role             text NOT NULL CHECK (role IN ('user', 'assistant')),
+        content          text NOT NULL,
+        partial          boolean NOT NULL DEFAULT false,
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        pos              bigserial
+    );
+    CREATE INDEX IF NOT EXISTS messages_conversation_pos ON messages (conversation_id, pos DESC);
+
+    CREATE TABLE IF NOT EXISTS tool_calls (
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        call_id          text NOT NULL,
+        turn_id          text REFERENCES turns(id) ON DELETE SET NULL,
+        tool             text NOT NULL,
+        input            jsonb NOT NULL DEFAULT '{}',
+        output           jsonb,
+        outcome          text NOT NULL DEFAULT 'running',
+            -- running | ok | error | timeout | denied | cancelled
+        error            text,
+        attempts         integer NOT NULL DEFAULT 0,
+        started_at       timestamptz NOT NULL DEFAULT now(),
+        finished_at      timestamptz,
+        PRIMARY KEY (conversation_id, call_id)
+    );
+    CREATE INDEX IF NOT EXISTS tool_calls_turn ON tool_calls (turn_id);
+
+    CREATE TABLE IF NOT EXISTS confirmations (
+        confirm_id       text PRIMARY KEY,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          text REFERENCES turns(id) ON DELETE SET NULL,
+        call_id          text NOT NULL,
+        payload          jsonb NOT NULL,                -- the confirm_required card
+        status           text NOT NULL DEFAULT 'pending',
+            -- pending | confirmed | denied | expired
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        expires_at       timestamptz NOT NULL,
+        resolved_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS confirmations_pending
+        ON confirmations (conversation_id) WHERE status = 'pending';
+
+    CREATE TABLE IF NOT EXISTS leases (
+        conversation_id  text PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        session_id       text NOT NULL,
+        until            timestamptz NOT NULL
+    );
+    """,
+    # 1: the Conversations REST API. Search: one tsvector per message under the `russian`
+    # configuration, which stems Cyrillic words with russian_stem and ASCII words with
+    # english_stem, so one column and one GIN index serve both languages. Stored (not an
+    # expression index) so a per-conversation recheck reads it instead of re-parsing text.
+    # messages_turn: history attaches each turn's tool calls and cards to its messages.
+    # conversations_owner_live: the default list (archived hidden) walks this keyset index.
+    """
+    ALTER TABLE messages ADD COLUMN IF NOT EXISTS tsv tsvector
+        GENERATED ALWAYS AS (to_tsvector('russian'::regconfig, content)) STORED;
+    CREATE INDEX IF NOT EXISTS messages_tsv ON messages USING gin (tsv);
+    CREATE INDEX IF NOT EXISTS messages_turn ON messages (turn_id);
+    CREATE INDEX IF NOT EXISTS confirmations_turn ON confirmations (turn_id);
+    CREATE INDEX IF NOT EXISTS conversations_owner_live
+        ON conversations (owner, last_activity_at DESC, id DESC) WHERE NOT is_archived;
+    """,
+    # 2: search's worst case (a user with 500 conversations searching a word none of their
+    # messages hold, so every conversation is checked): the per-conversation check reads
+    # tsv from this index alone instead of the heap: 115 ms -> 30 ms at 1M messages, for
+    # 176 MB of index (bench/rest_conversations.py, agent/README_rest.md).
+    """
+    CREATE INDEX IF NOT EXISTS messages_conversation_tsv ON messages (conversation_id)
+        INCLUDE (tsv);
+    """,
+    # 3: retire 2's covering index. A btree entry holds at most 2704 bytes, so a message whose
+    # tsvector is larger (a long answer, a 16 KB message) could not be stored at all: the
+    # reliability tests lost a 300-word answer to "index row size exceeds btree maximum". The
+    # per-conversation search check reads tsv from the heap again (2's worst case goes back).
+    """
+    DROP INDEX IF EXISTS messages_conversation_tsv;
+    """,
+    # 4: retired (owner-prefixed lexemes on every message, one GIN over them). It found a
+    # word absent from a heavy user's messages in 3 ms, but a word in a quarter of their
+    # 50,000 messages took 11-23 ms: each matching message was read to learn its conversation.
+    # 5 replaces it and drops what it made.
+    "SELECT 1;",
+    # 5: conversation search on the conversation's vocabulary. `conversation_terms` holds each
+    # conversation's lexemes once (a row per message that brought new ones, filled by an AFTER
+    # INSERT trigger, so every writer stays as it is), prefixed with a hash of the owner
+    # ("3d517fe6ebab7b8c/энерг") so one GIN lookup returns only that user's conversations
+    # that use the word: at most one row per conversation, however many messages repeat it.
+    # `owner_search(owner, q)` evaluates the websearch query on each such conversation's words
+    # (words anywhere in the conversation; a quoted phrase is matched as its words).
+    # The hash is only an index key: the list still filters conversations by owner.
+    # Messages are append-only, so terms are only ever added.
+    r"""
+    CREATE OR REPLACE FUNCTION owner_lexeme_prefix(owner text) RETURNS text
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT left(md5(owner), 16) || '/' $$;
+    CREATE OR REPLACE FUNCTION owner_terms(owner text, content text) RETURNS text[]
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT ARRAY(SELECT owner_lexeme_prefix(owner) || lexeme
+                             FROM unnest(tsvector_to_array(
+                                      to_tsvector('russian'::regconfig, content))) AS lexeme) $$;
+    -- The query with the same prefixes; phrases become AND (the terms keep no positions).
+    -- Lexemes are single-quoted in the text form of a tsquery ('' inside).
+    CREATE OR REPLACE FUNCTION owner_tsquery(owner text, q text) RETURNS tsquery
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT regexp_replace(
+                       regexp_replace(websearch_to_tsquery('russian'::regconfig, q)::text,
+                                      $re$'((?:[^']|'')*)'$re$,
+                                      '''' || owner_lexeme_prefix(owner) || '\1''', 'g'),
+                       '<[0-9-]+>', '&', 'g')::tsquery $$;
+
+    CREATE TABLE IF NOT EXISTS conversation_terms (
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        terms            tsvector NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS conversation_terms_conversation
+        ON conversation_terms (conversation_id);
+
+    CREATE OR REPLACE FUNCTION messages_terms() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO conversation_terms (conversation_id, terms)
+        SELECT NEW.conversation_id, array_to_tsvector(fresh)
+          FROM (SELECT ARRAY(
+                    SELECT unnest(owner_terms(
+                        (SELECT owner FROM conversations WHERE id = NEW.conversation_id),
+                        NEW.content))
+                    EXCEPT
+                    SELECT unnest(tsvector_to_array(t.terms))
+                      FROM conversation_terms t WHERE t.conversation_id = NEW.conversation_id)
+                AS fresh) new_terms
+         WHERE cardinality(fresh) > 0;
+        RETURN NULL;
+    END $$;
+    DROP TRIGGER IF EXISTS messages_terms ON messages;
+    CREATE TRIGGER messages_terms AFTER INSERT ON messages
+        FOR EACH ROW EXECUTE FUNCTION messages_terms();
+    INSERT INTO conversation_terms (conversation_id, terms)
+    SELECT m.conversation_id, array_to_tsvector(array_agg(DISTINCT term))
+      FROM messages m JOIN conversations c ON c.id = m.conversation_id,
+           unnest(owner_terms(c.owner, m.content)) AS term
+     WHERE NOT EXISTS (SELECT 1 FROM conversation_terms t
+                        WHERE t.conversation_id = m.conversation_id)
+     GROUP BY m.conversation_id;
+    CREATE INDEX IF NOT EXISTS conversation_terms_search
+        ON conversation_terms USING gin (terms);
+
+    -- The conversations of `owner` whose words satisfy `q`: per lexeme of the query, one GIN
+    -- lookup; per conversation, the query evaluated on the query's words it has.
+    CREATE OR REPLACE FUNCTION owner_search(owner text, q text) RETURNS SETOF text
+        LANGUAGE sql STABLE PARALLEL SAFE
+        AS $$
+        WITH query AS (SELECT owner_tsquery(owner, q) AS tq),
+             lexeme AS (SELECT DISTINCT m[1] AS quoted
+                          FROM query,
+                               regexp_matches(query.tq::text, $re$('(?:[^']|'')*')$re$, 'g') AS m)
+        SELECT t.conversation_id
+          FROM lexeme JOIN conversation_terms t ON t.terms @@ lexeme.quoted::tsquery
+         GROUP BY t.conversation_id
+        HAVING string_agg(DISTINCT lexeme.quoted, ' ')::tsvector @@ (SELECT tq FROM query) $$;
+
+    -- What 1 and 4 made for search.
+    DROP TRIGGER IF EXISTS messages_search ON messages;
+    DROP FUNCTION IF EXISTS messages_search();
+    DROP INDEX IF EXISTS messages_search;
+    ALTER TABLE messages DROP COLUMN IF EXISTS search;
+    DROP FUNCTION IF EXISTS owner_tsvector(text, text);
+    DROP INDEX IF EXISTS messages_tsv;
+    ALTER TABLE messages DROP COLUMN IF EXISTS tsv;
+    """,
+    # 6: what a turn offered the model (its tools, environment and UIContext), so a resume or
+    # a retry gates the calls against the same set instead of re-planning without the context.
+    """
+    ALTER TABLE turns ADD COLUMN IF NOT EXISTS plan jsonb;
+    """,
+    # 7: runs (docs/protocol.md §4, "Runs"). Every streaming submit is a run of its turn; its events
+    # are kept in order (as sent: a stream_token carries the whole answer so far) so a client
+    # can rejoin on any replica. The replica heartbeats its live runs; any replica marks a run
+    # without a heartbeat `lost`. Expand-only: older replicas ignore both tables.
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        id               text PRIMARY KEY,
+        conversation_id  text NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_id          text NOT NULL,
+        kind             text NOT NULL,           -- message | confirm | deny | retry
+        tab_id           text NOT NULL,
+        replica          text NOT NULL,
+        status           text NOT NULL DEFAULT 'running',
+            -- running | completed | awaiting_confirmation | failed | cancelled | lost
+        last_seq         integer NOT NULL DEFAULT 0,
+        first_kept_seq   integer NOT NULL DEFAULT 1,
+        started_at       timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at     timestamptz NOT NULL DEFAULT now(),
+        finished_at      timestamptz
+    );
+    CREATE INDEX IF NOT EXISTS runs_conversation ON runs (conversation_id, started_at DESC);
+    CREATE INDEX IF NOT EXISTS runs_live ON runs (heartbeat_at) WHERE status = 'running';
+    CREATE TABLE IF NOT EXISTS run_events (
+        run_id           text NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        seq              integer NOT NULL,
+        event            jsonb NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    """,
+    # 8: pruning that scales (the operator's pruner, operator/pruning.py). Each rule walks its
+    # own index in key order, so a batch costs the same at any table size:
+    # - conversations_prune_activity: threads inactive past retention (delete);
+    # - conversations_prune_archived: archived threads past retention (delete);
+    # - conversations_prune_uncompacted: idle threads with activity since their last compaction
+    #   (keep_latest). `compacted_activity_at` is the last_activity_at a thread had when the
+    #   pruner last compacted it, so a compacted thread leaves the index until it is used again,
+    #   instead of being probed for checkpoints at every run. Expand-only.
+    #   Online (issue 37): the first form was one transaction with three plain CREATE INDEX,
+    #   which held writes to `conversations` for the whole build and, behind an old pod's
+    #   transaction, crash-looped the upgrade. Same column and indexes, so a database that
+    #   applied the first form is unchanged.
+    Online((
+        "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS compacted_activity_at timestamptz",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_prune_activity"
+        " ON conversations (last_activity_at, id)",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_prune_archived"
+        " ON conversations (archived_at, id) WHERE is_archived",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_prune_uncompacted"
+        " ON conversations (last_activity_at, id)"
+        " WHERE compacted_activity_at IS NULL OR compacted_activity_at < last_activity_at",
+    )),
+    # 9: the audit trail (agent/audit/, issue 20). One row per stage of a write or destructive
+    # call, hash-chained at insert time: `seq` is the chain's order, `hash` covers every other
+    # column and `prev_hash` (agent/audit/chain.py). `audit_head` is the chain's one head row
+    # (its last seq and hash, updated with every append under the audit advisory lock) and its
+    # anchor (the last row a retention cut deleted; GENESIS before any). The trigger refuses
+    # UPDATE and TRUNCATE of rows, and DELETE outside the retention cut (which sets
+    # `agentchat.audit_cut` in its transaction): the code has no other path, and a mistake in
+    # SQL is refused rather than silently breaking the chain. The joined record per call is
+    # the `audit_records` view. Expand-only.
+    """
+    CREATE TABLE IF NOT EXISTS audit_rows (
+        seq              bigint PRIMARY KEY,
+        at               timestamptz NOT NULL,
+        stage            text NOT NULL,  -- decision | card | answer | execution | not_run
+        conversation_id  text NOT NULL,
+        owner            text NOT NULL,
+        turn_id          text NOT NULL,
+        call_id          text NOT NULL,
+        tool             text NOT NULL,
+        environment      text,
+        args_hash        text NOT NULL,
+        detail           jsonb NOT NULL,
+        prev_hash        text NOT NULL,
+        hash             text NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS audit_rows_call ON audit_rows (conversation_id, call_id, seq);
+    CREATE INDEX IF NOT EXISTS audit_rows_owner ON audit_rows (owner, seq);
+    CREATE INDEX IF NOT EXISTS audit_rows_at ON audit_rows (at);
+    CREATE TABLE IF NOT EXISTS audit_head (
+        id               boolean PRIMARY KEY DEFAULT true CHECK (id),
+        seq              bigint NOT NULL,
+        hash             text NOT NULL,
+        anchor_seq       bigint NOT NULL,
+        anchor_hash      text NOT NULL,
+        anchor_at        timestamptz
+    );
+    INSERT INTO audit_head (seq, hash, anchor_seq, anchor_hash)
+    VALUES (0, 'sha256:' || repeat('0', 64), 0, 'sha256:' || repeat('0', 64))
+    ON CONFLICT (id) DO NOTHING;
+    CREATE OR REPLACE FUNCTION audit_rows_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' AND current_setting('agentchat.audit_cut', true) = 'on' THEN
+            RETURN OLD;
+        END IF;
+        RAISE EXCEPTION 'audit rows are append-only (% refused)', TG_OP;
+    END $$;
+    DROP TRIGGER IF EXISTS audit_rows_append_only ON audit_rows;
+    CREATE TRIGGER audit_rows_append_only BEFORE UPDATE OR DELETE ON audit_rows
+        FOR EACH ROW EXECUTE FUNCTION audit_rows_guard();
+    DROP TRIGGER IF EXISTS audit_rows_no_truncate ON audit_rows;
+    CREATE TRIGGER audit_rows_no_truncate BEFORE TRUNCATE ON audit_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION audit_rows_guard();
+    CREATE OR REPLACE VIEW audit_records AS
+    SELECT conversation_id, call_id,
+           min(seq) AS first_seq, max(seq) AS last_seq,
+           min(at) AS started_at, max(at) AS updated_at,
+           (array_agg(owner ORDER BY seq))[1] AS owner,
+           (array_agg(turn_id ORDER BY seq))[1] AS turn_id,
+           (array_agg(tool ORDER BY seq))[1] AS tool,
+           (array_agg(environment ORDER BY seq))[1] AS environment,
+           (array_agg(args_hash ORDER BY seq))[1] AS args_hash,
+           (array_agg(detail->>'decision_id' ORDER BY seq DESC)
+               FILTER (WHERE stage = 'decision'))[1] AS decision_id,
+           (array_agg(CASE stage WHEN 'execution' THEN detail->>'outcome'
+                                 WHEN 'not_run' THEN 'not_run:' || (detail->>'reason') END
+                      ORDER BY seq DESC)
+               FILTER (WHERE stage IN ('execution', 'not_run')))[1] AS outcome,
+           jsonb_agg(jsonb_build_object('seq', seq, 'at', at, 'stage', stage, 'detail', detail,
+                                        'prev_hash', prev_hash, 'hash', hash)
+                     ORDER BY seq) AS stages
+      FROM audit_rows
+     GROUP BY conversation_id, call_id;
+    """,
+    # 10: Stop by run_id from any replica (docs/protocol.md §4): the replica asked marks the
+    # run, and the replica running it reads the mark with its next heartbeat and stops it. A
+    # nullable column without a default: a change of the catalog only, no table rewrite.
+    """
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS stop_requested_at timestamptz;
+    """,
     # 11: edit and regenerate (issue 35): a conversation is a tree of messages. `parent_id`
     # is the message before it on its branch ('' for a branch's first message; NULL on rows
     # stored before, which continue the line before them); `leaf_id` is the active branch's

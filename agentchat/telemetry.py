@@ -41,6 +41,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.util.types import Attributes
 
+from agentchat.errors import LocalError
+
 log = logging.getLogger("agentchat.telemetry")
 
 EXPORTERS = ("otlp", "console", "none")
@@ -54,7 +56,7 @@ SANITIZE_ENV = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
 _state: dict[str, Any] = {"provider": None}
 
 
-class TelemetryConfigError(ValueError):
+class TelemetryConfigError(LocalError, ValueError):
     """An `OTEL_*` setting this build cannot honour (refused at start, not ignored)."""
 
 

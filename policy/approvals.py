@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from agentchat.catalog import Catalog
+from agentchat.errors import LocalError
 
 APPROVALS_FILE = "approvals.yaml"
 MODES = ("self", "other")
@@ -32,7 +33,7 @@ _KEYS = {"tools", "environments", "mode", "approvers", "quorum", "expires_after_
          "escalate_after_minutes", "grant_max_minutes"}
 
 
-class ApprovalRuleError(ValueError):
+class ApprovalRuleError(LocalError, ValueError):
     """`approvals.yaml` cannot be read; the message names the rule."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from agentchat.errors import LocalError
 from agentchat.identity import parse_roles
 
 from .engine import INTERNAL_ERROR, INVALID_ARGUMENTS, USER_TOKEN_INVALID, CheckRequest, decide
@@ -31,7 +32,7 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 NOT_REPLAYED = (INVALID_ARGUMENTS, INTERNAL_ERROR)
 
 
-class ReplayError(ValueError):
+class ReplayError(LocalError, ValueError):
     """A --since duration that cannot be read."""
 
 

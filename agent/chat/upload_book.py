@@ -25,21 +25,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from agentchat.agent.settings import AgentSettings
-from agentchat.errors import ErrorCode
+from agentchat.errors import ErrorCode, LocalError
 
 # Multipart framing on top of the files' bytes (boundaries, part headers, small fields): a
 # body longer than the files allowed plus this is refused from its Content-Length alone.
 FRAMING_BYTES = 64 * 1024
 
 
-class UploadRefused(Exception):
+class UploadRefused(LocalError):
     """An upload over a limit: the status and the docs/protocol.md §5 body to answer."""
 
     def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
+        code = ErrorCode.RATE_LIMITED if status == 429 else ErrorCode.INVALID_REQUEST
+        super().__init__(detail, code=code, status=status)
         self.status = status
-        self.code = ErrorCode.RATE_LIMITED if status == 429 else ErrorCode.INVALID_REQUEST
-        self.detail = detail
 
 
 @dataclass(frozen=True)
