@@ -92,7 +92,7 @@ class AgentSettings(SelectionSettings):
     # replica sends about this many stream_tokens a second in all (Gradio's cost is per event);
     # never below flush_interval_s, so under 125 live runs nothing changes. 2,500 met the CPU,
     # gap and slowdown goals at 200 runs on an idle 2-core box where fixed 50 ms met only the
-    # gap's (bench/README.md). 0: the fixed interval.
+    # gap's (bench/HISTORY.md, "Coalescing: what was tried"). 0: the fixed interval.
     flush_events_per_s: float = Field(default=2500.0, ge=0)
     chat_concurrency: int = 1000
     # How long a job may wait in an idle Gradio queue before it starts (Gradio polls every

@@ -7,7 +7,7 @@ Why freeze: the agent's heap holds ~360,000 gc-tracked objects after start-up (G
 LangChain, LangGraph, the catalog, the embedding model), almost none of which ever becomes
 garbage. A full collection walks them all: at 200 live streams, 7 full collections took 3.0 s
 of the round's CPU, ~430 ms each, a pause every stream saw as a gap (bench/agent_scale.py
---gcstats; bench/README.md, "The garbage collector"). Frozen, they are left out of every
+--gcstats; bench/HISTORY.md, "The garbage collector"). Frozen, they are left out of every
 collection (~140 ms each then); refcounting still frees them if they ever go.
 
 Why a first-generation threshold of 50,000 (Python's is 700): a young collection cost ~2.8 ms

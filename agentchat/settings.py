@@ -251,7 +251,7 @@ class SharedSettings(BaseSettings):
     jwt_leeway_s: int = 30
     # How often a verifier stats its JWKS file (0: on every token). A key removed from the
     # file is refused within this long; each stat gave the event loop's GIL away, which a
-    # turn's start paid for on every request (bench/README.md, issue 32).
+    # turn's start paid for on every request (bench/HISTORY.md, "A token kept once verified").
     jwks_check_s: float = Field(default=1.0, ge=0, le=60)
 
     @cached_property

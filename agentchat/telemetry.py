@@ -16,9 +16,9 @@ tracer is all the code meets.
 Server spans are FastAPI's own OpenTelemetry support (FastAPI >= 0.162, `FastAPI(telemetry=)`):
 one span per request, continuing the caller's W3C `traceparent`, with no spans per ASGI message
 and no header capture. It costs the sidecar about half of what opentelemetry-instrumentation-
-fastapi's ASGI middleware did per request (bench/README.md, issue 20). Its operation spans
-(dependencies, endpoint, serialization), its HTTP metrics and its logs stay off: Prometheus has
-the metrics, and the turn's own spans say more than FastAPI's operations.
+fastapi's ASGI middleware did per request (bench/HISTORY.md, "The cost of tracing"). Its
+operation spans (dependencies, endpoint, serialization), its HTTP metrics and its logs stay
+off: Prometheus has the metrics, and the turn's own spans say more than FastAPI's operations.
 
 What spans may hold: the instrumentation libraries record methods, routes, URLs, status codes
 and SQL statements (psycopg: the statement text with its placeholders, never the parameters;

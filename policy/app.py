@@ -191,8 +191,9 @@ class Sidecar:
         if span.is_recording():
             # What the decision was about and what it said; never tokens, subjects or argument
             # values (the decision log holds their digest). On the request's own span rather
-            # than a child span: that halves the spans a traced decision costs (bench/README,
-            # issue 20). A batch's decisions are events of its span, one each.
+            # than a child span: that halves the spans a traced decision costs
+            # (bench/HISTORY.md, "The evening's changes, and an idle re-run"). A batch's
+            # decisions are events of its span, one each.
             about = {
                 "agentchat.tool": decision.tool,
                 "agentchat.environment": decision.env_context or body.environment or "",

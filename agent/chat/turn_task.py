@@ -48,10 +48,11 @@ STREAM_MODES: list[StreamMode] = ["custom", "updates"]
 # failure or a cancel. "async", LangGraph's default, also saved one before and after every
 # step (three checkpoints and two writes for a plain answer instead of one checkpoint): at a
 # burst of 200 submits those queued on the pool before the model's first token and again
-# before `final` (bench/README.md, issue 21). What a run that dies mid-way loses is the steps
-# since its turn began or its card was answered: a takeover or `retry` runs those again, with
-# the same idempotency keys; a step that planned a write was stored before the write ran, and
-# a takeover replays it rather than asking the model (agent/graph/plans.py).
+# before `final` (bench/HISTORY.md, "Checkpoints at a run's exit"). What a run that dies
+# mid-way loses is the steps since its turn began or its card was answered: a takeover or
+# `retry` runs those again, with the same idempotency keys; a step that planned a write was
+# stored before the write ran, and a takeover replays it rather than asking the model
+# (agent/graph/plans.py).
 DURABILITY: Durability = "exit"
 
 

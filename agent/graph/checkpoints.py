@@ -1,5 +1,6 @@
 """LangGraph's PostgreSQL checkpointer as the agent runs it: `AsyncPostgresSaver` on the shared
-pool, with two changes, each measured at a burst of 200 submits (bench/README.md, issue 21).
+pool, with two changes, each measured at a burst of 200 submits (bench/HISTORY.md, "The next
+session").
 
 - Its operations run concurrently. AsyncPostgresSaver puts every checkpoint read and write
   under one `asyncio.Lock` per instance, which a single shared connection needs and a pool

@@ -57,7 +57,7 @@ TRACER = trace.get_tracer("agentchat.agent")
 # Chunks merged in one `+`: a merge is one pass over what it joins, so folding every 4 keeps
 # a handful of chunk objects alive instead of the whole answer's, for one extra pass each time
 # (a 200-token answer: ~8 KB less held than folding every 8 at the same CPU; every 2 saves
-# ~3 KB more for +40% of this loop's CPU; bench/README.md, issue 21).
+# ~3 KB more for +40% of this loop's CPU; bench/HISTORY.md, "The next session").
 FOLD_EVERY = 4
 
 
