@@ -1,11 +1,18 @@
-"""`agentchat serve`: run the agent service."""
+"""The agent's sub-commands: `agentchat serve` runs the service; `agentchat audit` exports,
+verifies and prunes its audit trail."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import logging
 import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
+
+from agentchat.settings import SharedSettings
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -54,8 +61,119 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _when(value: str) -> datetime:
+    """An ISO 8601 time with its zone (a bare date is midnight UTC)."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from None
+    if when.tzinfo is None:
+        if "T" in value or " " in value:
+            raise argparse.ArgumentTypeError(f"{value!r} needs a time zone (…Z or +00:00)")
+        when = when.replace(tzinfo=UTC)
+    return when
+
+
+async def _audit_db(work: Callable[[Any], Awaitable[int]]) -> int:
+    import psycopg
+
+    from agentchat.db import CONNECTION_KWARGS, resolve_database_url
+
+    url = resolve_database_url(SharedSettings())
+    async with await psycopg.AsyncConnection.connect(url, **CONNECTION_KWARGS) as conn:
+        return await work(conn)
+
+
+def _cmd_audit_export(args: argparse.Namespace) -> int:
+    from agentchat.agent.audit.export import export_lines
+
+    until = args.until or datetime.now(UTC)
+    # Opened before the loop runs: a CLI's one file, written line by line as rows arrive.
+    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
+
+    async def work(conn: Any) -> int:
+        async for line in export_lines(conn, since=args.since, until=until):
+            out.write(line)
+        return 0
+
+    try:
+        return asyncio.run(_audit_db(work))
+    finally:
+        if args.out:
+            out.close()
+
+
+def _cmd_audit_verify(args: argparse.Namespace) -> int:
+    """Exit 0 when every link holds, 1 with the first broken one (JSON on stdout)."""
+    from agentchat.agent.audit.export import Verdict, verify_db, verify_file
+
+    if args.db:
+        async def work(conn: Any) -> int:
+            found = await verify_db(conn)
+            print(found.to_json())
+            return 0 if found.ok else 1
+
+        return asyncio.run(_audit_db(work))
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            verdict: Verdict = verify_file(f)
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"cannot read {args.file}: {e}", file=sys.stderr)
+        return 2
+    print(verdict.to_json())
+    return 0 if verdict.ok else 1
+
+
+def _cmd_audit_prune(args: argparse.Namespace) -> int:
+    """The retention cut on demand (the agent's sweeper makes the same one when it is due)."""
+    from agentchat.agent.audit.retention import cutoff
+    from agentchat.agent.audit.store import cut
+    from agentchat.agent.settings import AgentSettings
+
+    if args.before is not None:
+        before = args.before
+    else:
+        days = args.days if args.days is not None else AgentSettings().audit_retention_days
+        if days <= 0:
+            print(json.dumps({"deleted": 0, "reason": "retention is 0: keep everything"}))
+            return 0
+        before = cutoff(days)
+
+    async def work(conn: Any) -> int:
+        print(json.dumps({**await cut(conn, before), "before": before.isoformat()}))
+        return 0
+
+    return asyncio.run(_audit_db(work))
+
+
+def _audit_parser(sub: Any) -> None:
+    audit = sub.add_parser("audit", help="the audit trail: export, verify, retention")
+    verbs = audit.add_subparsers(dest="verb", required=True)
+    exp = verbs.add_parser("export", help="write the rows appended in [since, until) as JSON "
+                           "Lines with their chain hashes")
+    exp.add_argument("--since", type=_when, required=True, help="ISO 8601, e.g. 2026-12-01")
+    exp.add_argument("--until", type=_when, help="ISO 8601 (default: now)")
+    exp.add_argument("--out", help="a file (default: stdout)")
+    exp.set_defaults(func=_cmd_audit_export)
+    ver = verbs.add_parser("verify", help="check a file or the database; exit 1 and name the "
+                           "first broken link")
+    src = ver.add_mutually_exclusive_group(required=True)
+    src.add_argument("file", nargs="?", help="an export's JSON Lines file")
+    src.add_argument("--db", action="store_true", help="the chain in the database")
+    ver.set_defaults(func=_cmd_audit_verify)
+    pru = verbs.add_parser("prune", help="delete the chain's prefix older than the retention "
+                           "(keeps the anchor hash verify starts from)")
+    when = pru.add_mutually_exclusive_group()
+    when.add_argument("--before", type=_when, help="cut the rows appended before this time")
+    when.add_argument("--days", type=float,
+                      help="cut rows older than this many days "
+                           "(default: AGENTCHAT_AGENT_AUDIT_RETENTION_DAYS)")
+    pru.set_defaults(func=_cmd_audit_prune)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the agent service (FastAPI + Gradio + LangGraph)")
     p.add_argument("--host")
     p.add_argument("--port", type=int)
     p.set_defaults(func=_serve)
+    _audit_parser(sub)
