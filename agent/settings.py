@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agentchat.agent.selection.selector import SelectionSettings
-from agentchat.settings import env_name
+from agentchat.settings import SharedSettings, env_name
 
 PLACEHOLDER_SECRET = "dev-client-secret"
 # A resume key shorter than this seals nothing (agent/storage/sealing.py).
@@ -40,6 +39,24 @@ def resume_keys(listed: str) -> tuple[str, ...]:
 # The built-in page's own Gradio app, under the mount path (the mount path itself redirects a
 # browser there): the `/chat` app holds no page components, so its sessions stay small.
 PAGE_SUBPATH = "/page"
+
+
+class SelectionSettings(SharedSettings):
+    """Tool-selection settings (AGENTCHAT_AGENT_<NAME>); AgentSettings extends it,
+    and `selector_for` reads it alone."""
+
+    selection_embeddings: str = "use"
+    # None: the backend's own tuned threshold.
+    selection_threshold: float | None = None
+    selection_min_tools: int = 3
+    selection_fallback_top_k: int = 3
+    selection_intent_bonus: float = 0.1
+    embeddings_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_api_key: SecretStr | None = None
+    embeddings_timeout_s: float = 2.0
+    embeddings_query_prefix: str = ""
+    embeddings_document_prefix: str = ""
 
 
 class AgentSettings(SelectionSettings):

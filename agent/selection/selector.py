@@ -38,7 +38,6 @@ from functools import lru_cache
 from typing import Any
 
 from opentelemetry import trace
-from pydantic import SecretStr
 
 from agentchat.agent.selection.context import (
     context_object,
@@ -54,12 +53,12 @@ from agentchat.agent.selection.embeddings import (
 )
 from agentchat.agent.selection.keywords import KeywordMatcher, hits_by_tool
 from agentchat.agent.selection.text import tokenize
+from agentchat.agent.settings import SelectionSettings
 from agentchat.catalog import Catalog, cached_catalog
 from agentchat.settings import SharedSettings
 
 __all__ = [
     "Selection",
-    "SelectionSettings",
     "ToolSelector",
     "get_tools_for_query",
     "resolve_dashboard_refs",
@@ -107,23 +106,6 @@ ENVIRONMENT_ALONE = ("get_health_summary",)
 # Tools that act on a dashboard: when one is selected, the turn is a dashboard query.
 DASHBOARD_ACTIONS = frozenset({"get_dashboard", "export_config", "deploy_dashboard",
                                "delete_dashboard", "start_migration"})
-
-
-class SelectionSettings(SharedSettings):
-    """Tool-selection settings (env prefix AGENTCHAT_); the agent's settings may extend it."""
-
-    selection_embeddings: str = "use"
-    # None: the backend's own tuned threshold.
-    selection_threshold: float | None = None
-    selection_min_tools: int = 3
-    selection_fallback_top_k: int = 3
-    selection_intent_bonus: float = 0.1
-    embeddings_url: str | None = None
-    embeddings_model: str | None = None
-    embeddings_api_key: SecretStr | None = None
-    embeddings_timeout_s: float = 2.0
-    embeddings_query_prefix: str = ""
-    embeddings_document_prefix: str = ""
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,8 @@ import httpx
 import pytest
 
 from agentchat.agent.selection.embeddings import OpenAIEmbedder, UseEmbedder, build_embedder
-from agentchat.agent.selection.selector import (
-    SelectionSettings,
-    ToolSelector,
-    selector_for,
-)
+from agentchat.agent.selection.selector import ToolSelector, selector_for
+from agentchat.agent.settings import SelectionSettings
 from agentchat.catalog import Catalog, load_catalog
 from agentchat.settings import PACKAGE_DATA
 from testkit.support import free_port

@@ -14,8 +14,7 @@ import warnings
 import pytest
 from pydantic_settings import BaseSettings
 
-from agentchat.agent.selection.selector import SelectionSettings
-from agentchat.agent.settings import AgentSettings
+from agentchat.agent.settings import AgentSettings, SelectionSettings
 from agentchat.operator.settings import OperatorSettings
 from agentchat.policy.settings import PolicySettings
 from agentchat.sandbox.settings import SandboxSettings
