@@ -105,11 +105,12 @@ class AgentSettings(SelectionSettings):
 
     # Streaming: text is coalesced into one stream_token at most every this many seconds.
     flush_interval_s: float = 0.05
-    # Adaptive coalescing (issue 21): when > 0, the interval grows with the live runs so the
-    # replica sends about this many stream_tokens a second in all (Gradio's cost is per event);
-    # never below flush_interval_s, so under 125 live runs nothing changes. 2,500 met the CPU,
-    # gap and slowdown goals at 200 runs on an idle 2-core box where fixed 50 ms met only the
-    # gap's (bench/HISTORY.md, "Coalescing: what was tried"). 0: the fixed interval.
+    # Adaptive coalescing (docs/architecture.md, "Streaming at scale"): when > 0, the interval grows
+    # with the live runs so the replica sends about this many stream_tokens a second in all
+    # (Gradio's cost is per event); never below flush_interval_s, so under 125 live runs nothing
+    # changes. 2,500 met the CPU, gap and slowdown goals at 200 runs on an idle 2-core box where
+    # fixed 50 ms met only the gap's (bench/HISTORY.md, "Coalescing: what was tried"). 0: the fixed
+    # interval.
     flush_events_per_s: float = Field(default=2500.0, ge=0)
     chat_concurrency: int = 1000
     # How long a job may wait in an idle Gradio queue before it starts (Gradio polls every
@@ -159,7 +160,7 @@ class AgentSettings(SelectionSettings):
     drain_s: float = Field(default=30.0, ge=0)
     # Once no run has been live for this long, the replica collects garbage and hands the
     # freed heap back to the OS (glibc's malloc_trim), so RSS comes back after a burst of
-    # streams (issue 21). 0: never.
+    # streams (docs/architecture.md, "Streaming at scale"). 0: never.
     idle_trim_s: float = Field(default=2.0, ge=0)
     # The garbage collector (agentchat/heap.py): what survives start-up frozen out of its walks,
     # and its first generation collected every `gc_gen0_threshold` net allocations (0:
@@ -211,7 +212,7 @@ class AgentSettings(SelectionSettings):
     # random key per process. Every replica needs the same one to correlate a tab's answers.
     audit_session_key: str | None = Field(default=None, min_length=32)
 
-    # Approvals by someone else (issue 34, docs/protocol.md §11): their notifications, from
+    # Approvals by someone else (docs/protocol.md §11): their notifications, from
     # an outbox in PostgreSQL. The webhook is sent only with its secret (signed); e-mail goes
     # to the environment's recipients (`{"prod": ["ops@example.com"], "*": [...]}`), an
     # escalation to the escalation recipients. `public_url` prefixes the links (the panel's).

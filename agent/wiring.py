@@ -60,7 +60,7 @@ class Services:
     listener: RunListener
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
-    approvals: Approvals  # answers by someone else (issue 34), the inbox
+    approvals: Approvals  # answers by someone else (docs/protocol.md §11), the inbox
     notifications: Notifications | None = None  # their outbox's delivery
     sweeper: Sweeper | None = None
     takeover: Takeover | None = None

@@ -4,7 +4,7 @@ Starts PostgreSQL (embedded unless DATABASE_URL is set), the sandbox ss-tools AP
 sidecar and the agent as child processes, prints the pages' URLs and the demo users' tokens,
 and stops everything on Ctrl-C or SIGTERM, within 10 s.
 
-Stopping (issue 19 item 6). A Ctrl-C reaches the whole foreground process group, and `make`
+Stopping. A Ctrl-C reaches the whole foreground process group, and `make`
 forwards a SIGTERM it gets to us again: the first signal starts the stop, every later one is
 ignored (a second KeyboardInterrupt used to abort the cleanup half-way, leaving children and
 running turns). The children run in their own sessions, so only we signal them, in order: the
@@ -121,9 +121,8 @@ def _run(args: argparse.Namespace) -> int:
            "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": base.get(
                "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S", "0.03"),
            # A stop must end within 10 s: live turns get 2 s, then are marked lost. The demo
-           # is one replica: no other would take a released run over (docs/reliability.md,
-           # "Takeover (issue 33): a run survives its replica"), and its user token would wait
-           # in the database until the next start.
+           # is one replica: no other would take a released run over (docs/protocol.md §4,
+           # "Takeover"), and its user token would wait in the database until the next start.
            "AGENTCHAT_AGENT_DRAIN_S": base.get("AGENTCHAT_AGENT_DRAIN_S", "2"),
            "AGENTCHAT_AGENT_RUN_TAKEOVER": base.get("AGENTCHAT_AGENT_RUN_TAKEOVER", "false")}
     children: list[tuple[str, subprocess.Popen[bytes]]] = []

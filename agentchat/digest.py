@@ -24,8 +24,8 @@ def args_digest(arguments: dict[str, Any]) -> str:
 
 
 def calls_digest(digests: list[str]) -> str:
-    """One digest over several calls (a batched card's approval, issue 34): sha256 of the JSON
-    list of their `args_digest`s, in the card's order."""
+    """One digest over several calls (a batched card's approval, docs/protocol.md §11): sha256 of
+    the JSON list of their `args_digest`s, in the card's order."""
     return "sha256:" + hashlib.sha256(orjson.dumps(digests)).hexdigest()
 
 

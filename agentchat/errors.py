@@ -63,7 +63,7 @@ class ErrorCode(StrEnum):
     JOIN_EXPIRED = "JOIN_EXPIRED"
     RUN_LOST = "RUN_LOST"
     AGENT_SATURATED = "AGENT_SATURATED"
-    # docs/protocol.md §11 (issue 34): an approver answering twice; an approval past expiry.
+    # docs/protocol.md §11: an approver answering twice; an approval past expiry.
     ALREADY_ANSWERED = "ALREADY_ANSWERED"
     APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
 

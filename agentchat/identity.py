@@ -55,7 +55,7 @@ DEMO_USERS: dict[str, list[str]] = {
     "alice": ["admin"],
     "bob": ["editor@ss-dev", "editor@ss-stage", "viewer@prod"],
     "carol": ["viewer"],
-    # The four-eyes demo (issue 34): an editor who approves others' prod deploys.
+    # The four-eyes demo (docs/protocol.md §11): an editor who approves others' prod deploys.
     "dave": ["editor", "approver@prod"],
 }
 

@@ -267,10 +267,10 @@ MIGRATIONS: list[str | Online] = [
     #   (keep_latest). `compacted_activity_at` is the last_activity_at a thread had when the
     #   pruner last compacted it, so a compacted thread leaves the index until it is used again,
     #   instead of being probed for checkpoints at every run. Expand-only.
-    #   Online (issue 37): the first form was one transaction with three plain CREATE INDEX,
-    #   which held writes to `conversations` for the whole build and, behind an old pod's
-    #   transaction, crash-looped the upgrade. Same column and indexes, so a database that
-    #   applied the first form is unchanged.
+    #   Online (README.md, "Upgrading (day two)"): the first form was one transaction with
+    #   three plain CREATE INDEX, which held writes to `conversations` for the whole build
+    #   and, behind an old pod's transaction, crash-looped the upgrade. Same column and
+    #   indexes, so a database that applied the first form is unchanged.
     Online((
         "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS compacted_activity_at timestamptz",
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS conversations_prune_activity"
@@ -281,7 +281,7 @@ MIGRATIONS: list[str | Online] = [
         " ON conversations (last_activity_at, id)"
         " WHERE compacted_activity_at IS NULL OR compacted_activity_at < last_activity_at",
     )),
-    # 9: the audit trail (agent/audit/, issue 20). One row per stage of a write or destructive
+    # 9: the audit trail (agent/audit/). One row per stage of a write or destructive
     # call, hash-chained at insert time: `seq` is the chain's order, `hash` covers every other
     # column and `prev_hash` (agent/audit/chain.py). `audit_head` is the chain's one head row
     # (its last seq and hash, updated with every append under the audit advisory lock) and its
@@ -360,18 +360,18 @@ MIGRATIONS: list[str | Online] = [
     """
     ALTER TABLE runs ADD COLUMN IF NOT EXISTS stop_requested_at timestamptz;
     """,
-    # 11: edit and regenerate (issue 35): a conversation is a tree of messages. `parent_id`
-    # is the message before it on its branch ('' for a branch's first message; NULL on rows
-    # stored before, which continue the line before them); `leaf_id` is the active branch's
-    # last message (NULL: the newest message); `forked_at` its first fork (the pruner never
-    # compacts a conversation with branches). Nullable, no default: catalog changes only,
-    # each a brief lock taken online (serving pods write to both tables).
+    # 11: edit and regenerate (docs/protocol.md §4, "Branches"): a conversation is a tree of
+    # messages. `parent_id` is the message before it on its branch ('' for a branch's first message;
+    # NULL on rows stored before, which continue the line before them); `leaf_id` is the active
+    # branch's last message (NULL: the newest message); `forked_at` its first fork (the pruner never
+    # compacts a conversation with branches). Nullable, no default: catalog changes only, each a
+    # brief lock taken online (serving pods write to both tables).
     Online((
         "ALTER TABLE messages ADD COLUMN IF NOT EXISTS parent_id text",
         "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS leaf_id text",
         "ALTER TABLE conversations ADD COLUMN IF NOT EXISTS forked_at timestamptz",
     )),
-    # 12: approvals by someone else (issue 34, docs/protocol.md §11): a card whose policy mode is
+    # 12: approvals by someone else (docs/protocol.md §11): a card whose policy mode is
     # `other` is an approval; each approver's answer is a row of its own (one per person).
     """
     CREATE TABLE IF NOT EXISTS approvals (
@@ -439,7 +439,7 @@ MIGRATIONS: list[str | Online] = [
     CREATE INDEX IF NOT EXISTS approval_grants_live
         ON approval_grants (requester, tool, object_key) WHERE revoked_at IS NULL;
     """,
-    # 13: a run survives its replica (issue 33, docs/protocol.md §4 "Takeover"). `epoch` fences
+    # 13: a run survives its replica (docs/protocol.md §4 "Takeover"). `epoch` fences
     # a run's writes (a replica whose epoch is stale stores nothing more for it); `attempt`
     # counts takeovers (the first run is 1); `resumed_after` is the last stored seq the latest
     # attempt went on from; `resume_token` the user token a new owner resumes the run with,

@@ -1,9 +1,9 @@
 """Secrets and ConfigMaps through the official `kubernetes` client.
 
 The client is synchronous, so calls run in a worker thread. Every write is conditional on what
-was read (issue 37): a create when it was absent, a merge patch carrying the resourceVersion
-read otherwise; either answers 409 when someone wrote in between (`Conflict`), so of two
-operators acting at once one writes and the other re-reads and re-plans. A write whose data
+was read (operator/README.md, one writer): a create when it was absent, a merge patch carrying the
+resourceVersion read otherwise; either answers 409 when someone wrote in between (`Conflict`), so of
+two operators acting at once one writes and the other re-reads and re-plans. A write whose data
 matches what was read is skipped, so an unchanged tick writes nothing.
 
 The chart creates the objects empty (its Role grants no `create`): the first write fills one

@@ -18,8 +18,8 @@
   a restore or a new turn that commits first saves the thread, and one that comes second finds
   no row (a restore answers 404, never 200 for a thread that is then deleted).
 - Compacting a thread also drops its `runs` (and so their events) except the newest one.
-- A conversation with branches (an edit or a regenerate, issue 35) is never compacted: its
-  branches' checkpoints go with it, when it is deleted.
+- A conversation with branches (an edit or a regenerate, docs/protocol.md §4) is never compacted:
+  its branches' checkpoints go with it, when it is deleted.
 - One pruner per database at a time: a session advisory lock (constants.PRUNER_LOCK).
 """
 
@@ -109,9 +109,9 @@ DELETE FROM runs r WHERE r.conversation_id = %(id)s AND r.id <> (
 MARK_COMPACTED = """
 UPDATE conversations SET compacted_activity_at = last_activity_at WHERE id = %(id)s
 """
-# A conversation with branches (issue 35) is never compacted: keep_latest would drop every
-# branch but the active one, so its checkpoints live as long as it does. It is marked as if
-# compacted, so it leaves the idle index until it is used again.
+# A conversation with branches (docs/protocol.md §4, "Branches") is never compacted: keep_latest
+# would drop every branch but the active one, so its checkpoints live as long as it does. It is
+# marked as if compacted, so it leaves the idle index until it is used again.
 FORKED = "SELECT forked_at IS NOT NULL AS forked FROM conversations WHERE id = %(id)s"
 
 COUNT_ROWS = """

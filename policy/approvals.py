@@ -1,4 +1,5 @@
-"""Who must approve a carded call (issue 34): the policy folder's optional `approvals.yaml`.
+"""Who must approve a carded call (docs/protocol.md §11): the policy folder's optional
+`approvals.yaml`.
 
 The Casbin model decides whether a call may run and whether it needs a card; this file decides
 who answers the card. The first rule whose tools and environments match a carded call gives its

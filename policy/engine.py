@@ -71,7 +71,7 @@ class Decision:
     # Why the call cannot be checked as sent, for the model (invalid_arguments,
     # unknown_environment, unknown_tool); null otherwise.
     detail: str | None = None
-    # Issue 34: on a card, who answers it (`approval`: mode, approver roles, quorum, times;
+    # On a card, who answers it (`approval`: mode, approver roles, quorum, times;
     # docs/protocol.md §11), whether this token's holder is one of those approvers, and the
     # digest of the arguments an approval is bound to.
     approval: dict[str, Any] | None = None
@@ -211,7 +211,7 @@ def _decide(snapshot: Snapshot, roles: Roles, req: CheckRequest, check_schema: b
             required_role=snapshot.required_role(domain, tool.name, source),
             alternatives=alternatives(snapshot, roles, tool, domain),
         )
-        # An approver who may not run the call may still deny someone else's (issue 34).
+        # An approver who may not run the call may still deny someone else's (docs/protocol.md §11).
         denied.may_approve = may
         return denied
     if needs_card(tool, risk, target):

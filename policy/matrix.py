@@ -65,7 +65,7 @@ class Cell:
     decision: str
     reason: str
     required_role: str | None
-    approval: str | None = None  # a card's approval mode (issue 34): self or other
+    approval: str | None = None  # a card's approval mode (docs/protocol.md §11): self or other
 
     @property
     def key(self) -> tuple[str, Slot, bool]:

@@ -158,7 +158,8 @@ class PolicySource:
     # and the version its `..data` pointed at.
     tests_folder: Path | None = None
     tests_version: str | None = None
-    # approvals.yaml (issue 34): who answers a carded call; () without the file (all `self`).
+    # approvals.yaml (docs/protocol.md §11): who answers a carded call; () without the file (all
+    # `self`).
     approvals: tuple[ApprovalRule, ...] = ()
 
 

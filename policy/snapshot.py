@@ -222,7 +222,7 @@ class Snapshot:
         self._required[key] = found
         return found
 
-    # -- approvals (issue 34) ---------------------------------------------------------------
+    # -- approvals (docs/protocol.md §11) ----------------------------------------------------------
 
     def approval_rule(self, tool: str, environment: str | None) -> ApprovalRule | None:
         """The first approvals.yaml rule naming this tool (or a group it is in) and this

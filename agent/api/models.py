@@ -109,7 +109,7 @@ class ConfirmationRecord(BaseModel):
 
 
 class Siblings(BaseModel):
-    """A message's alternatives (issue 35): what a branch picker shows."""
+    """A message's alternatives (docs/protocol.md §4, "Branches"): what a branch picker shows."""
 
     index: int = Field(description="this message's place among them, from 0")
     count: int

@@ -1,4 +1,4 @@
-"""The audit trail of write and destructive calls (issue 20).
+"""The audit trail of write and destructive calls (docs/protocol.md §9, the audit route).
 
 decision (policy node, and the re-check of a confirm) → card shown (confirmations.py) →
 answer (chat/card_answers.py) → execution (tools node) or why it did not run → one row each in

@@ -96,7 +96,8 @@ def _record(row: Row) -> dict[str, Any]:
     out = dict(row)
     out.pop("first_seq", None)
     out["stages"] = [{**s, "detail": s.get("detail") or {}} for s in row["stages"] or []]
-    # The branch its first row names (issue 35); null for records from before branches.
+    # The branch its first row names (docs/protocol.md §4, "Branches"); null for records from before
+    # branches.
     out["branch"] = next((s["detail"]["branch"] for s in out["stages"]
                           if "branch" in s["detail"]), None)
     return out

@@ -27,8 +27,9 @@ from agentchat.agent.storage.fencing import OWNED, RunFence, current
 
 # A one-key advisory lock (its own space: agentchat.db's locks take two keys or another value).
 AUDIT_LOCK = 0x41430003
-# `notification`: an approval's notification delivered (issue 34), on its call's record;
-# `takeover`: the call was in flight when another replica took its run over (issue 33).
+# `notification`: an approval's notification delivered (docs/protocol.md §11), on its call's record;
+# `takeover`: the call was in flight when another replica took its run over (docs/protocol.md §4,
+# "Takeover").
 STAGES = ("decision", "card", "answer", "execution", "not_run", "notification", "takeover")
 
 LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"

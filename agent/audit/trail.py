@@ -13,8 +13,8 @@
   replayed, attempts, duration_ms, error; outcome `cancelled` when the turn was stopped while
   the call ran (it may have run: ss-tools' audit says, by key or decision_id).
 - takeover: another replica took over the run while the call was in flight or confirmed and
-  not yet sent (issue 33): run_id, attempt, replica (the new owner), after_seq; the call then
-  has one execution, its request re-sent with the same idempotency key.
+  not yet sent (docs/protocol.md §4, "Takeover"): run_id, attempt, replica (the new owner),
+  after_seq; the call then has one execution, its request re-sent with the same idempotency key.
 
 Rows a run appends (every stage above from its turn's task, and the new owner's `takeover`)
 are fenced by the run's epoch in the appending statement (agent/storage/fencing.py): a replica
@@ -128,7 +128,8 @@ async def ref_from_decision(db: Db, conversation_id: str, call_id: str) -> CallR
 
 async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[str, Any]) -> None:
     """The card row of each audited call on the card (one with a decision row), once per
-    card; a batched card's (issue 34) on every call it lists, each with its own prompt."""
+    card; a batched card's (docs/protocol.md §11) on every call it lists, each with its own
+    prompt."""
     listed = card.get("calls") or [{"call_id": card.get("call_id"), "prompt": card.get("prompt")}]
     entries = []
     for call in listed:
@@ -148,7 +149,8 @@ async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[s
 
 
 def _approval_detail(card: dict[str, Any]) -> dict[str, Any]:
-    """Who must answer a card someone else approves (issue 34); nothing for the others."""
+    """Who must answer a card someone else approves (docs/protocol.md §11); nothing for the
+    others."""
     approval = card.get("approval")
     if not isinstance(approval, dict):
         return {}

@@ -5,7 +5,7 @@ adapters (agent/gradio/, agent/api/) never reach past it.
     facade.py        Chat: admission, attachments, which kind of submit, the lease, the run
     request.py       ChatRequest and UIContext: what a submit asks, whatever parsed it
     turn_starts.py   the one way a turn starts: a message, a card's resume, a retry, a fork
-    forks.py         branches in the graph's thread (issue 35): a fork's checkpoint, a switch
+    forks.py         branches in the graph's thread: a fork's checkpoint, a switch
     card_answers.py  a card's answer: the re-check, the card, its audit rows, one transaction
     turn_task.py     TurnRunner: a turn as a server-side task that outlives the connection
     run_hub.py       RunHub: each submit's run, its events in memory and in PostgreSQL (one

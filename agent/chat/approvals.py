@@ -1,4 +1,4 @@
-"""Approvals by someone else (issue 34, docs/protocol.md §11): an approver's answer, the
+"""Approvals by someone else (docs/protocol.md §11): an approver's answer, the
 inbox, and the turn's resume once the quorum is met.
 
 An answer is checked, in this order and under the conversation's lock, so each refusal has

@@ -80,7 +80,7 @@ class CardAnswers:
         if pending["expired"]:
             per = {i: ("expired", None) for i in ids}
         elif approved is not None:
-            # Decided by approvers (issue 34, chat/approvals.py): each answer and the sidecar's
+            # Decided by approvers (chat/approvals.py): each answer and the sidecar's
             # check of each approver are already in the trail; the last checks are in force.
             # An approval covers every listed call together.
             checks = approved.get("decisions") or {ids[0]: approved["decision"]}
@@ -250,7 +250,7 @@ class CardAnswers:
 
 def listed_calls(card: dict[str, Any] | None, call_id: str) -> list[dict[str, Any]]:
     """The calls a card lists (`call_id`, `tool_name`, `arguments`): a batched card's `calls`
-    (issue 34), else its one call (`call_id`, its row's)."""
+    (docs/protocol.md §11), else its one call (`call_id`, its row's)."""
     card = card or {}
     if card.get("calls"):
         return list(card["calls"])

@@ -1,6 +1,7 @@
-"""The chat domain's one door (issue 32): `Chat.submit(request, principal) -> Run` and
-`Chat.join(request, principal)`. The Gradio adapter (agent/gradio/chat_api.py) calls it with
-a parsed, authenticated request; whatever an adapter is, the rules are here:
+"""The chat domain's one door (docs/architecture.md, "One turn, through the modules"):
+`Chat.submit(request, principal) -> Run` and `Chat.join(request, principal)`. The Gradio adapter
+(agent/gradio/chat_api.py) calls it with a parsed, authenticated request; whatever an adapter is,
+the rules are here:
 
     admission       the user's limits (user_limits.py: runs, streams, submits a minute) and
                     the replica's (run_hub.py: draining, its cap), before anything is stored
@@ -155,8 +156,8 @@ class Chat:
 
     async def _fork(self, req: ChatRequest, principal: Principal, tab: str
                     ) -> tuple[Turn, list[dict[str, Any]]]:
-        """An edit or a regenerate (issue 35): like a message, except that a pending card is
-        not denied for it but refuses it (the person answers the card first)."""
+        """An edit or a regenerate (docs/protocol.md §4, "Branches"): like a message, except that a
+        pending card is not denied for it but refuses it (the person answers the card first)."""
         cid = str(req.conversation_id)
 
         async def settle(opened: submits.Opened) -> bool:
@@ -180,9 +181,10 @@ class Chat:
 
     async def switch_branch(self, *, owner: str, conversation_id: str, message_id: str,
                             tab: str) -> str:
-        """`POST …/branch` (issue 35): the branch through `message_id` becomes the active one
-        (its leaf: the newest descendants); the next message continues it. Refused like a
-        fork while a card waits or a run is live; takes the tab's lease. Returns the leaf."""
+        """`POST …/branch` (docs/protocol.md §4, "Branches"): the branch through `message_id`
+        becomes the active one (its leaf: the newest descendants); the next message continues it.
+        Refused like a fork while a card waits or a run is live; takes the tab's lease. Returns the
+        leaf."""
         await self._settle_local(conversation_id, tab)
         async with submits.open_for_action(
                 self.pool, conversation_id=conversation_id, owner=owner, tab=tab,

@@ -1,8 +1,8 @@
-"""Branches in the graph's thread (issue 35). The thread's newest checkpoint is always the
-active branch's: a fork copies the checkpoint just before the message it replaces as the
-newest one (LangGraph's `__copy__`), then runs its turn from there; a branch switch copies
-that branch's last checkpoint. So every other path (a message, a card's answer, a retry)
-goes on from the thread's newest checkpoint, as it always did.
+"""Branches in the graph's thread (docs/protocol.md §4, "Branches"). The thread's newest checkpoint
+is always the active branch's: a fork copies the checkpoint just before the message it replaces as
+the newest one (LangGraph's `__copy__`), then runs its turn from there; a branch switch copies that
+branch's last checkpoint. So every other path (a message, a card's answer, a retry) goes on from the
+thread's newest checkpoint, as it always did.
 
 A checkpoint is found by the last user message in it (user message ids are our message ids,
 unique per branch): the newest checkpoint whose last user message is M is the end of M's

@@ -1,4 +1,4 @@
-"""The approvals' notifications, delivered from the outbox (issue 34, docs/protocol.md §11):
+"""The approvals' notifications, delivered from the outbox (docs/protocol.md §11):
 never on a turn's path, at least once, retried with backoff.
 
 Each replica runs one loop: it tells expired and escalated approvals (a conditional update

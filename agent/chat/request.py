@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 ACTIONS = {None, "confirm", "deny", "retry", "join", "edit", "regenerate"}
-FORKS = ("edit", "regenerate")  # a new branch from a checkpoint (issue 35)
+FORKS = ("edit", "regenerate")  # a new branch from a checkpoint (docs/protocol.md §4, "Branches")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -40,10 +40,11 @@ class ChatRequest:
     run_id: str | None = None
     last_seq: int = 0
     tab_id: str | None = None
-    # An edit's user message, a regenerate's answer (issue 35).
+    # An edit's user message, a regenerate's answer (docs/protocol.md §4, "Branches").
     message_id: str | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
-    # A confirm of a batched card (issue 34): the call ids that run; the rest are denied.
+    # A confirm of a batched card (docs/protocol.md §11): the call ids that run; the rest are
+    # denied.
     approve: list[str] | None = None
     attached: str = ""  # the files as the model reads them, once read (file_text)
     # Set only by chat/approvals.py, never parsed from a client: the approvers' decision

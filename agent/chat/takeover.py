@@ -1,4 +1,4 @@
-"""A run survives its replica (docs/protocol.md §4, "Takeover"; issue 33).
+"""A run survives its replica (docs/protocol.md §4, "Takeover").
 
 Every `run_takeover_poll_s`, and whenever the sweeper or a joiner finds a run without a
 heartbeat, a replica claims the runs whose owner is gone (no heartbeat for `run_lost_s`) or

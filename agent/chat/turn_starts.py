@@ -7,8 +7,8 @@ prefetch), its records, its graph input, then `TurnRunner.start`.
     answer
     a retry        `retry`: the last turn again from its user message, or, if it died mid-step,
                    from its last checkpoint (`resume_orphan`)
-    a fork         `fork`: an edit or a regenerate (issue 35), a new branch from the checkpoint
-                   just before the user message it replaces (forks.py), planned afresh
+    a fork         `fork`: an edit or a regenerate (protocol.md §4), a new branch from the
+                   checkpoint just before the user message it replaces (forks.py), planned afresh
     a takeover     `take_over`: a dead replica's run goes on here (takeover.py), its turn from
                    its last checkpoint as a retry would, under the same turn id
 
@@ -219,7 +219,7 @@ class TurnStarts:
         return self.runner.start(Turn(conversation_id, str(last["id"]), tab, runtime,
                                       self.rerun_input(state, last)))
 
-    # -- a fork (issue 35) -----------------------------------------------------------------------
+    # -- a fork (docs/protocol.md §4, "Branches") --------------------------------------------------
 
     async def fork(self, req: ChatRequest, principal: Principal, tab: str,
                    settle: Callable[[submits.Opened], Awaitable[bool]]

@@ -273,7 +273,8 @@ class TurnRunner:
                         conversation_id=turn.conversation_id, card=card,
                         rule=card["approval"]["policy_rule"], tab=turn.tab,
                         expires_at=datetime.fromisoformat(card["expires_at"])):
-                    # Someone else answers it (issue 34): told from the outbox, never here.
+                    # Someone else answers it (docs/protocol.md §11): told from the outbox, never
+                    # here.
                     await outbox.enqueue(conn, card["confirm_id"], "approval_requested")
         if stored:
             CARDS.labels("shown").inc()

@@ -6,10 +6,10 @@ prompt with Confirm and Deny (or Close) and a countdown; turns run through `run_
 others wrote is shown as plain text (page_text.py) under a strict CSP (agent/csp.py,
 sent by page_headers.py).
 
-Words (issue 18): the page's own words (labels, buttons, banners, the card's frame) follow the
-browser's language: the static ones through Gradio's i18n (the browser's locale), the ones the
-page's functions write from the request's Accept-Language (`page_language`). Everything the
-server says (answers, titles, prompts, alternatives) follows the turn's language.
+Words (agentchat/words.py): the page's own words (labels, buttons, banners, the card's frame) follow
+the browser's language: the static ones through Gradio's i18n (the browser's locale), the ones the
+page's functions write from the request's Accept-Language (`page_language`). Everything the server
+says (answers, titles, prompts, alternatives) follows the turn's language.
 """
 
 from __future__ import annotations

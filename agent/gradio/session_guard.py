@@ -1,4 +1,4 @@
-"""Gradio's own routes act only on the caller's own sessions (issue 31, hole 5).
+"""Gradio's own routes act only on the caller's own sessions (README.md, "Safety properties").
 
 Gradio's queue routes need nothing but a session hash or an event id: whoever held one could
 stop another user's turn mid-write (`cancel`) or read their stream (`queue/data`). This guard

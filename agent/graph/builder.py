@@ -23,16 +23,16 @@ state.py, nodes.py, verdicts.py, cards.py, calls.py).
 - `prefetch` (first, when the turn has prefetch calls) is an ordinary tool call made by the
   agent: it goes through policy, confirm and tools like any other.
 
-Audit (issue 20, agent/audit/trail.py): `policy` appends each audited call's decision,
+Audit (agent/audit/trail.py): `policy` appends each audited call's decision,
 `confirm` why a call it refuses does not run, `tools` each execution (and sends the decision's
 id with it); cards and answers are appended where they are stored. Spans: one per node
 (`agentchat.graph.<node>`; the model node's is its own), one per card (`agentchat.card`).
 
-Words (issue 18): everything said to people is in the turn's language (`TurnRuntime.lang`):
-the system prompt and tool descriptions the model gets, tool events' `title`, the card's
-`prompt` (the catalog's template; object names only from ss-tools results or the matching
-UIContext object, quoted and cut: agent/graph/names.py) and its alternatives (the catalog's
-words for the actions the sidecar allowed).
+Words (agentchat/words.py): everything said to people is in the turn's language
+(`TurnRuntime.lang`): the system prompt and tool descriptions the model gets, tool events' `title`,
+the card's `prompt` (the catalog's template; object names only from ss-tools results or the matching
+UIContext object, quoted and cut: agent/graph/names.py) and its alternatives (the catalog's words
+for the actions the sidecar allowed).
 """
 
 from __future__ import annotations

@@ -64,7 +64,8 @@ def refusal(call: Any, text: str) -> ToolMessage:
     return own_result(text, tool_call_id=call["id"] or "", name=call["name"])
 
 
-# Where an approver answers (issue 34): the panel's approvals page, under the agent's prefix.
+# Where an approver answers (docs/protocol.md §11): the panel's approvals page, under the agent's
+# prefix.
 APPROVE_PATH = "/api/agent/ui/approvals/"
 MAX_APPROVAL_S = 7 * 24 * 3600
 
@@ -145,7 +146,7 @@ def own_reason(d: dict[str, Any], lang: Lang) -> str | None:
 
 def batch_payload(confirm_id: str, words: CardWords,
                   asked: list[tuple[Any, dict[str, Any], str]]) -> dict[str, Any]:
-    """One card for several calls of one model message (issue 34, item 8): the first call's
+    """One card for several calls of one model message (docs/protocol.md §11): the first call's
     card, as an old client reads it, plus `calls` (each with its own confirm_id, the
     Idempotency-Key it runs with). For someone else's approval one `args_digest` binds every
     listed call: the digest of the list of per-call digests, in the card's order."""

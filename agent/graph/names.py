@@ -1,4 +1,4 @@
-"""The names of the user's objects that the agent may show (issue 18): a card prompt and the
+"""The names of the user's objects that the agent may show: a card prompt and the
 offline model's answers name a dashboard by its title only when the agent has seen that title.
 
 Names come only from (1) successful ss-tools results in the thread (the prefetch, earlier

@@ -145,10 +145,10 @@ class Nodes:
         if ref is None:
             return []
         out = []
-        # The call's first row names its branch (issue 35).
+        # The call's first row names its branch (docs/protocol.md §4, "Branches").
         if d.get("decision_id"):  # the sidecar answered (a refusal of its own included)
             detail = {**decision_detail(d, kind="check", taint=taint), "branch": ctx.branch}
-            if d.get("grant_id"):  # covered by a time-boxed grant (issue 34)
+            if d.get("grant_id"):  # covered by a time-boxed grant (docs/protocol.md §11)
                 detail["grant_id"] = d["grant_id"]
             out.append(ref.entry("decision", detail))
         if d.get("decision") == REFUSED:
@@ -182,8 +182,8 @@ class Nodes:
         own = self._own_card(tool, taint, ctx)
         if own is not None and d.get("decision") == "allow":
             # The agent's own rule, whatever the policy's lines say: text from outside the
-            # user's words may have asked for this call (issue 31), or the turn is a fork
-            # after a write.
+            # user's words may have asked for this call (README.md, "Safety properties"), or the
+            # turn is a fork after a write.
             d = {**d, "decision": "allow_with_confirmation", "confirmation_required": True,
                  "reason_code": own}
         if UNTRUSTED_CARD in (own, d.get("reason_code")):

@@ -27,12 +27,12 @@ class TurnContext:
     env_id: str | None = None
     uicontext: dict[str, Any] | None = None
     prefetched: dict[str, Any] | None = None
-    # An edit's or a regenerate's turn (issue 35): `{message_id, executed}`, the writes the
-    # abandoned branch already ran, so the model does not silently repeat them.
+    # An edit's or a regenerate's turn (docs/protocol.md §4, "Branches"): `{message_id, executed}`,
+    # the writes the abandoned branch already ran, so the model does not silently repeat them.
     forked_from: dict[str, Any] | None = None
 
 
-# The system prompt, in the turn's language: what to do, and how to say it (issue 18).
+# The system prompt, in the turn's language: what to do, and how to say it (agentchat/words.py).
 SYSTEM_PROMPT: dict[Lang, str] = {
     "ru": (
         "Ты — ассистент ss-tools для дашбордов, датасетов, миграций, обслуживания и здоровья "

@@ -67,7 +67,7 @@ class AgentState(TypedDict, total=False):
     # after its calls the model answers without tools (the approver's token serves only
     # those calls, docs/protocol.md §11).
     answer_only: bool
-    # Written by versions before issue 31 (untrusted per turn); read by none: the taint is
+    # Written by versions whose taint was per turn (not across turns); read by none: the taint is
     # the context's (agent/graph/taint.py).
     untrusted: bool
 
@@ -84,13 +84,14 @@ class TurnRuntime:
     confirmation_ttl_s: float = 300.0
     turn_id: str = ""
     lang: Lang = "ru"  # the turn's language (agentchat.words), kept in the turn's plan
-    branch: str | None = None  # the turn's branch (issue 35), kept in the plan; audited
+    branch: str | None = None  # the turn's branch (docs/protocol.md §4), kept in the plan; audited
     # False when `user_jwt` is not the requester's (an approver's, docs/protocol.md §11): the
     # run never keeps it for a takeover (`runs.resume_token`).
     keep_token: bool = True
     # Where the model node's text goes: the turn's own queue (agent/chat/turn_task.py), or, unset,
     # the graph's custom stream. LangGraph's stream costs a call_soon_threadsafe (a self-pipe
-    # write) and a waiter task per write, and the text is per model token (issue 21).
+    # write) and a waiter task per write, and the text is per model token (docs/architecture.md,
+    # "Streaming at scale").
     text_out: Callable[[dict[str, Any]], None] | None = None
 
 
@@ -101,7 +102,7 @@ class GraphDeps:
     policy: PolicyClient
     tools: ToolRuntime
     audit: AuditTrail | None = None  # None: no trail (AGENTCHAT_AGENT_AUDIT=false)
-    # Issue 34: the live time-boxed grant covering a call of the conversation's owner
+    # docs/protocol.md §11: the live time-boxed grant covering a call of the conversation's owner
     # (conversation_id, tool, environment, object key) -> grant id; None: no grants.
     grants: Callable[[str, str, str | None, str], Awaitable[str | None]] | None = None
 

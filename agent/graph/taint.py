@@ -1,4 +1,4 @@
-"""Untrusted is a property of what the model sees, not of one turn (issue 31).
+"""Untrusted is a property of what the model sees, not of one turn (README.md, "Safety properties").
 
 A turn is untrusted when anything in the model's context came from outside the user's own
 words, wherever in the thread it is (until compaction drops it):

@@ -1,7 +1,7 @@
 """The confirm node's steps: each call's verdict (run it, with which idempotency key and
 decision, or answer it with a refusal) and the cards an `interrupt()` shows for the calls that
 need a person: one card for the calls of one model message that need the same answer
-(`cards_for`, issue 34 item 8). No side effects before the interrupt: the node re-runs from
+(`cards_for`, docs/protocol.md §3). No side effects before the interrupt: the node re-runs from
 its start on every resume."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Which tools the model sees this turn, and what the agent prefetches before it (issue 7).
+"""Which tools the model sees this turn, and what the agent prefetches before it
+(agent/README_selection.md).
 
 Prefetch is an ordinary tool call (`get_dashboard`) made by the agent before the model: it
 goes through the policy gate, carries both tokens, is audited and streams tool events.

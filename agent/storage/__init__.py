@@ -15,7 +15,7 @@
   can go on with, a draining replica's release, the turn a claimed run goes on with.
 - `history.py` (reads messages, turns, tool_calls, confirmations): history pages and which
   message each card hangs on.
-- `branches.py` (messages, conversations, turns, tool_calls; issue 35): the message tree,
+- `branches.py` (messages, conversations, turns, tool_calls; protocol.md §4): the message tree,
   the active branch, siblings, where an edit or a regenerate forks and what the abandoned
   branch executed, the branch through a message.
 - `submits.py` (conversations, leases, turns, messages, confirmations, runs): a submit's rows

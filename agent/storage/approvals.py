@@ -1,4 +1,4 @@
-"""Approvals by someone else (issue 34, docs/protocol.md §11): a card whose policy mode is
+"""Approvals by someone else (docs/protocol.md §11): a card whose policy mode is
 `other`, and each approver's answer.
 
 An approval's row is written with its card (`add_approval`, in the card's transaction); its

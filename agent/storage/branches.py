@@ -1,6 +1,6 @@
-"""A conversation as a tree of messages (issue 35): the active branch, the alternatives of a
-message, where an edit or a regenerate forks, what the abandoned branch already executed, and
-the switch to another branch.
+"""A conversation as a tree of messages (docs/protocol.md §4, "Branches"): the active branch, the
+alternatives of a message, where an edit or a regenerate forks, what the abandoned branch already
+executed, and the switch to another branch.
 
 Each message names the one before it on its branch (`parent_id`; '' for a branch's first
 message). Rows stored before branches have NULL there: they continue the line before them

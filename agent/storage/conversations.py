@@ -20,9 +20,9 @@ from agentchat.db import conversation_lock
 TITLE_CHARS = 120
 MAX_ID_CHARS = 200
 
-# The active branch's last message (issue 35): the conversation's `leaf_id`, else (rows stored
-# before branches) its newest message, else '' (a branch's first message has parent ''). A
-# new message's parent; `{cid}` is the statement's conversation id parameter.
+# The active branch's last message (docs/protocol.md §4, "Branches"): the conversation's `leaf_id`,
+# else (rows stored before branches) its newest message, else '' (a branch's first message has
+# parent ''). A new message's parent; `{cid}` is the statement's conversation id parameter.
 TIP = """coalesce((SELECT leaf_id FROM conversations WHERE id = {cid}),
          (SELECT id FROM messages WHERE conversation_id = {cid} ORDER BY pos DESC LIMIT 1),
          '')"""

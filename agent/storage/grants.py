@@ -1,4 +1,4 @@
-"""Time-boxed grants (issue 34, docs/protocol.md §11): an approver's "approve, and for the next
+"""Time-boxed grants (docs/protocol.md §11): an approver's "approve, and for the next
 N minutes the same requester's calls of this tool, in this environment, with these arguments
 (all but the catalog's free text: `object_key`) need no second approval". A grant covers a call
 only while it is live (not expired, not revoked); a revoke takes effect at the next check,

@@ -64,7 +64,8 @@ async def read_history(db: Db, *, owner: str, conversation_id: str, limit: int,
     position the next, older page ends before (None at the start of the conversation)."""
     async with connection(db) as conn:
         await get_conversation(conn, owner=owner, conversation_id=conversation_id)
-        # The active branch (issue 35): each message's parent is the one before it on it.
+        # The active branch (docs/protocol.md §4, "Branches"): each message's parent is the one
+        # before it on it.
         line = await branches.chain(conn, conversation_id)
         parent_of = {m["id"]: (line[i - 1]["id"] if i else None) for i, m in enumerate(line)}
         params: dict[str, Any] = {"id": conversation_id, "limit": limit + 1, "before": before,

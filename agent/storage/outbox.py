@@ -1,4 +1,4 @@
-"""The approvals' notifications outbox (issue 34, docs/protocol.md §11): a notification is a
+"""The approvals' notifications outbox (docs/protocol.md §11): a notification is a
 row written in the same transaction as what it tells (a request, an answer), or by the
 conditional update that marks an approval expired or escalated, so it is never lost and never
 sent for something that did not happen. Any replica delivers it (`claim` leases due rows with

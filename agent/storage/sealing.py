@@ -1,4 +1,4 @@
-"""The user token a live run keeps for its takeover (`runs.resume_token`, issue 33), sealed.
+"""The user token a live run keeps for its takeover (`runs.resume_token`, protocol.md §4), sealed.
 
 A run taken over needs its user's token to go on (the sidecar checks every tool call against
 it), so the row holds it while the run is live and clears it when the run ends. Sealed

@@ -1,6 +1,6 @@
-"""A submit's rows before its turn starts, in one transaction (issue 32): the conversation (its
-owner inside the SQL), the tab's lease, what could stand in the way, and, when nothing does,
-the turn and its user message.
+"""A submit's rows before its turn starts, in one transaction (docs/architecture.md, "One turn,
+through the modules"): the conversation (its owner inside the SQL), the tab's lease, what could
+stand in the way, and, when nothing does, the turn and its user message.
 
     a new conversation    START_CONVERSATION: one statement (a fresh id has nothing to settle)
     a message             `begin_message`: the conversation's lock (transaction-scoped), then
@@ -75,8 +75,8 @@ conv AS (
     SELECT t.id, t.status, t.plan, m.id AS user_message_id, m.content AS user_text
       FROM turns t JOIN messages m ON m.turn_id = t.id AND m.role = 'user'
      WHERE t.conversation_id = (SELECT id FROM conv)
-     -- the active branch's last turn first (issue 35: after a branch switch it is not the
-     -- newest), else the newest
+     -- the active branch's last turn first (docs/protocol.md §4, "Branches": after a branch switch
+     -- it is not the newest), else the newest
      ORDER BY (t.id = (SELECT turn_id FROM messages WHERE id = (
                   SELECT leaf_id FROM conversations WHERE id = (SELECT id FROM conv))))
                   DESC NULLS LAST,
@@ -109,8 +109,9 @@ OPEN_AND_START = "WITH" + _CHECKS + """, clear AS (
                     (SELECT id FROM messages WHERE conversation_id = %(id)s
                       ORDER BY pos DESC LIMIT 1)) AS id
 ), turn AS (
-    -- The turn's branch (issue 35): a fork's is its own first message; else the branch of the
-    -- turn that wrote the tip, else the conversation's first message (rows stored before).
+    -- The turn's branch (docs/protocol.md §4, "Branches"): a fork's is its own first message; else
+    -- the branch of the turn that wrote the tip, else the conversation's first message (rows stored
+    -- before).
     INSERT INTO turns (id, conversation_id, plan)
     SELECT %(turn_id)s, %(id)s, %(plan)s::jsonb || jsonb_build_object('branch',
            CASE WHEN %(fork)s THEN %(message_id)s ELSE coalesce(
@@ -143,7 +144,7 @@ class Opened:
     last: Row | None  # the last turn: id, status, plan, user_message_id, user_text
     elsewhere: list[Row]  # runs live on another replica: id, tab_id, stale
     started: bool = False  # OPEN_AND_START inserted the turn and the message
-    branch: str | None = None  # the started turn's branch (issue 35)
+    branch: str | None = None  # the started turn's branch (docs/protocol.md §4, "Branches")
 
     @property
     def unfinished(self) -> bool:
@@ -205,8 +206,9 @@ async def begin_message(db: Db, *, conversation_id: str, owner: str, tab: str, l
                         parent: str = "") -> Opened:
     """A message on an existing conversation: its turn and user message stored when nothing
     stands in the way (`Opened.started`), in one transaction and one round trip. `fork`: an
-    edit or a regenerate (issue 35), whose message follows `parent` ('' for none) on a new
-    branch; otherwise it follows the active branch's tip. Either becomes the new tip."""
+    edit or a regenerate (docs/protocol.md §4, "Branches"), whose message follows `parent` ('' for
+    none) on a new branch; otherwise it follows the active branch's tip. Either becomes the new
+    tip."""
     params = {"id": conversation_id, "owner": owner, "tab": tab, "secs": lease_s,
               "replica": replica, "lost_s": lost_s, "turn_id": turn_id,
               "plan": json.dumps(plan), "message_id": message_id, "content": content,

@@ -56,11 +56,11 @@ async def finish_turn(db: Db, turn_id: str, status: str, error_code: str | None 
     await execute(db, FINISH_TURN, {"id": turn_id, "status": status, "error_code": error_code})
 
 
-# A turn's end in one statement (issue 21: at the end of 200 streams these were three
-# checkouts and three round trips each, queued on the pool between the last token and the
-# final event): the assistant's message when there is one, the turn's status, the
-# conversation's activity.
-# A turn's message follows the active branch's tip and becomes it (issue 35).
+# A turn's end in one statement (docs/architecture.md, "Streaming at scale": at the end of 200
+# streams these were three checkouts and three round trips each, queued on the pool between the last
+# token and the final event): the assistant's message when there is one, the turn's status, the
+# conversation's activity. A turn's message follows the active branch's tip and becomes it
+# (docs/protocol.md §4, "Branches").
 _TIP = TIP.format(cid="%(conversation_id)s")
 END_TURN = f"""
 WITH answer AS (

@@ -1,13 +1,13 @@
 """Keys and token for one AgentChat: publish the JWKS, rotate the ring, renew the token.
 
-One writer (issue 37): every object is read with its resourceVersion (the JWKS first, then the
-ring and the token) and written on condition that it is unchanged; the ring is written first,
-so of two operators acting at once exactly one stores its plan, and the other meets a
-Conflict, re-reads and re-plans from the stored ring. The public JWKS (Secret for pods,
-ConfigMap for ss-tools) is written next, and the token is minted last, only once the JWKS
-holding its key is published. A next key that a failure left unpublished starts its
-pre-publication again when it is published, so no key signs before it has been published for
-`prePublicationSeconds` (docs/protocol.md §8).
+One writer (operator/README.md): every object is read with its resourceVersion (the JWKS first, then
+the ring and the token) and written on condition that it is unchanged; the ring is written first, so
+of two operators acting at once exactly one stores its plan, and the other meets a Conflict,
+re-reads and re-plans from the stored ring. The public JWKS (Secret for pods, ConfigMap for
+ss-tools) is written next, and the token is minted last, only once the JWKS holding its key is
+published. A next key that a failure left unpublished starts its pre-publication again when it is
+published, so no key signs before it has been published for `prePublicationSeconds`
+(docs/protocol.md §8).
 
 A spec the operator cannot act on never stops this work: the last spec that was good
 (`status.lastGoodSpec`) keeps the keys rotating and the token renewed, and the error is the

@@ -121,6 +121,40 @@ def test_readmes_and_comments_cite_the_contract_inside_the_repository() -> None:
     assert not found, found
 
 
+
+# Product code names what it relies on by the repository's docs (docs/protocol.md §11), never by
+# a tracker's number ("issue 34") that a clone cannot open. Markdown is documentation, not code.
+PRODUCT = ("agent", "agentchat", "policy", "operator", "sandbox", "web/src", "charts")
+CODE_SUFFIXES = {".py", ".ts", ".svelte", ".mjs", ".js", ".yaml", ".yml", ".tpl", ".json", ".toml"}
+TRACKER = re.compile(r"\bissues?\s+(?:#\s*)?\d+|\bissues?\s*#\d+", re.I)
+
+
+def tracker_references(text: str) -> list[str]:
+    return [m.group(0) for m in TRACKER.finditer(text)]
+
+
+def test_product_code_cites_docs_not_issue_numbers() -> None:
+    found = []
+    for top in PRODUCT:
+        for path in sorted((ROOT / top).rglob("*")):
+            if (path.suffix not in CODE_SUFFIXES or not path.is_file()
+                    or {"node_modules", "__pycache__", "build"} & set(path.parts)):
+                continue
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if tracker_references(line):
+                    found.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:80]}")
+    assert not found, "say what it means or cite docs/ instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a grant (issue 34) and Issue 35's fork", ["issue 34", "Issue 35"]),
+    ("issues 21 and 32; see issue #7", ["issues 21", "issue #7"]),
+    ("the cursor this list issued 3 times; docs/protocol.md §11", []),
+])
+def test_the_tracker_check_finds_issue_numbers(text: str, expected: list[str]) -> None:
+    assert tracker_references(text) == expected
+
+
 # -- protocol: events ----------------------------------------------------------------------
 
 # Dicts with a "type" key in the agent's code that are not events.

@@ -1,4 +1,4 @@
-"""`/api/agent/approvals` (docs/protocol.md §11, issue 34): an approver's inbox, one approval
+"""`/api/agent/approvals` (docs/protocol.md §11): an approver's inbox, one approval
 with its context, and the answer. Thin: the rules are in `agentchat.agent.chat.approvals`."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ApprovalItem(BaseModel):
     environment: str | None
     risk: str | None
     tool_args: dict[str, Any]
-    # A batched card's calls (issue 34 item 8), approved together; None for one call.
+    # A batched card's calls (docs/protocol.md §11), approved together; None for one call.
     calls: list[dict[str, Any]] | None = None
     args_digest: str
     approvers: list[str]

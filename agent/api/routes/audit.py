@@ -46,7 +46,7 @@ class AuditRecord(BaseModel):
     started_at: datetime
     updated_at: datetime
     stages: list[AuditStage]
-    branch: str | None = None  # the conversation branch the call was on (issue 35)
+    branch: str | None = None  # the conversation branch the call was on (docs/protocol.md §4)
 
 
 class AuditPage(BaseModel):

@@ -126,8 +126,8 @@ class ActiveBranch(BaseModel):
 async def switch_branch(conversation_id: str, body: BranchBody, user: RestWriter,
                         services: ServicesDep) -> dict[str, Any]:
     """Make the branch through `message_id` (one of a message's `siblings`) the active one:
-    history shows it, and the next message continues it (issue 35). Refused with 409
-    CONVERSATION_BUSY while a card waits for an answer or a run is live."""
+    history shows it, and the next message continues it (docs/protocol.md §4, "Branches"). Refused
+    with 409 CONVERSATION_BUSY while a card waits for an answer or a run is live."""
     leaf = await services.chat.switch_branch(
         owner=user.sub, conversation_id=conversation_id, message_id=body.message_id,
         tab=body.tab_id or f"rest:{user.sub}")

@@ -1,8 +1,8 @@
-"""`/api/agent/ui/*`: the people's page (web/, issue 19) as static files, its config, and in dev
+"""`/api/agent/ui/*`: the people's page (web/) as static files, its config, and in dev
 the demo users' tokens.
 
     GET  /api/agent/ui/             index.html (never cached) with a Content-Security-Policy
-    GET  /api/agent/ui/approvals/   the same page, showing the approvals inbox (issue 34)
+    GET  /api/agent/ui/approvals/   the same page, showing the approvals inbox (protocol.md §11)
     GET  /api/agent/ui/approvals/{id}  the same page, showing one approval (a card's approve_url)
     GET  /api/agent/ui/assets/...   Vite's content-hashed files (cached for a year, immutable)
     GET  /api/agent/ui/config.json  where the page finds the agent, and the demo users in dev

@@ -26,8 +26,8 @@ _ENV_RE = re.compile(
     r"продуктив\w*|прод\w*|стейдж\w*|дев|тест\w*|бой\w*|разработк\w*)(?![\w-])"
 )
 _CONTEXT_RE = re.compile(r"\b(этот|эту|это|этого|этом|текущ\w*|данн\w+|this|current|it)\b")
-# Linear time on any text (issue 31): a whitespace run is only entered at its start
-# (`(?<!\s)`) and never given back (possessive), so no two quantifiers share its spaces; the
+# Linear time on any text (README.md, "Safety properties"): a whitespace run is only entered at its
+# start (`(?<!\s)`) and never given back (possessive), so no two quantifiers share its spaces; the
 # spaces a separator leaves around a clause are stripped by `clauses`.
 _SPLIT_RE = re.compile(r"(?:;|\.\s|,?(?<!\s)\s++(?:и|а потом|потом|затем|then|and|also)\s)\s*+")
 _NUM_RE = re.compile(r"(?<![\w-])#?(\d{1,9})(?![\w-])")
@@ -50,7 +50,7 @@ INTENTS: list[tuple[str, str, str | None]] = [
     ("refresh_dataset", r"обнови|обновить|refresh|reload|перечита", r"датасет|dataset|набор"),
     ("superset_explore_database", r"исследу|explore|таблиц|tables|колонк|columns|схем", None),
     ("list_databases", r"\bбаз[аыу]?\b|\bбд\b|databases?|подключени", None),
-    # `\b`: one try per word, not one per "набор" inside a long word (linear, issue 31)
+    # `\b`: one try per word, not one per "набор" inside a long word (linear)
     ("search_datasets", r"датасет|dataset|\bнабор\w* данных", None),
     ("list_migrations", r"миграци|migrations", None),
     ("get_health_summary", r"здоров|состояни|health|ошибк|проблем|работает|broken|errors|статус",

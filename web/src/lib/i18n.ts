@@ -228,7 +228,7 @@ const en: Words = {
 
 export const WORDS: Record<Lang, Words> = { ru, en };
 
-/** English when the browser's language is English, else Russian (issue 19 item 5). */
+/** English when the browser's language is English, else Russian (web/README.md). */
 export function browserLang(language: string | undefined =
   typeof navigator === "undefined" ? undefined : navigator.language): Lang {
   return language && /^en\b/i.test(language) ? "en" : "ru";

@@ -1,5 +1,5 @@
 // The page: read config.json at the page's root, then mount the view its path names: the chat
-// panel, or the approvals inbox or one approval (issue 34). The approvals views are their own
+// panel, or the approvals inbox or one approval (docs/protocol.md §11). The approvals views are their own
 // chunk, loaded only there: the chat page's bytes stay the panel's (web/README.md, "Measured").
 import { mount } from "svelte";
 import Page from "./Page.svelte";

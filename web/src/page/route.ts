@@ -1,4 +1,4 @@
-/** Which view the page shows, from its own path (issue 34): the chat at the page's root, the
+/** Which view the page shows, from its own path (docs/protocol.md §11): the chat at the page's root, the
  * approvals inbox at `approvals/`, one approval at `approvals/{id}` (a card's `approve_url`).
  * `root` is the page's root folder (config.json, dev/token): whatever prefix a proxy puts in
  * front, the views are found relative to it. */

@@ -1,4 +1,4 @@
-/** Branches (docs/protocol.md §4, "Branches"; issue 35): edit a stored user message, regenerate
+/** Branches (docs/protocol.md §4, "Branches"): edit a stored user message, regenerate
  * a stored answer, switch to another version with the picker.
  *
  *   edit()/regenerate() ─▶ fork(): the items cut where the branch starts ─▶ run(…, "fork")

@@ -32,7 +32,7 @@ export function fromHistory(messages: HistoryMessage[], now: number, armMs: numb
   return items;
 }
 
-/** History's ids, `stored` and `siblings` onto the items a turn of this view added (issue 35:
+/** History's ids, `stored` and `siblings` onto the items a turn of this view added (docs/protocol.md §4:
  * the edit, regenerate and picker buttons need them), in place, so nothing re-renders but the
  * buttons. Matched from the end: the same kind, a user item the same text, an item already
  * stored the same id; the first pair that does not line up ends it (a turn stopped before any

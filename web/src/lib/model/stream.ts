@@ -140,7 +140,7 @@ export function onStreamData(model: ChatState, inner: Inner, ev: ChatEvent, cur:
       model.state = "idle";
       inner.options.onConversationsChanged?.();
       // A fork's answer: history has the new branch's ids and its alternatives. Any other:
-      // the turn's ids, quietly (issue 35: its edit and regenerate buttons without a reload).
+      // the turn's ids, quietly (docs/protocol.md §4: its edit and regenerate buttons without a reload).
       if (cur.kind === "fork" && model.conversationId) void inner.openConversation(model.conversationId);
       else if (typeof meta.message_id === "string") void refreshStored(model, inner, cur, meta.message_id);
   }

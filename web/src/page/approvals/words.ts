@@ -1,4 +1,4 @@
-/** The approvals pages' words (issue 34), Russian and English, beside the panel's own
+/** The approvals pages' words (docs/protocol.md §11), Russian and English, beside the panel's own
  * (lib/i18n.ts: approvals, demoUser, risk, env). Server text (prompts, titles) is shown as sent. */
 
 import type { Lang } from "../../lib/i18n.js";
