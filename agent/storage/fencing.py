@@ -31,7 +31,8 @@ OWNED = ("NOT EXISTS (SELECT 1 FROM runs WHERE id = %(fence_run)s"
 
 class RunFenced(Exception):
     """The run belongs to another replica now (taken over, released at a drain, marked lost):
-    its turn makes no side effect more here."""
+    its turn makes no side effect more here. A signal, not an AgentChatError, so that no
+    `except AgentChatError` on its way turns it into an error (agentchat/errors.py, SIGNALS)."""
 
 
 @dataclass(eq=False)
