@@ -1,6 +1,6 @@
 """The audit trail of write and destructive calls (docs/protocol.md §9, the audit route).
 
-decision (policy node, and the re-check of a confirm) → card shown (confirmations.py) →
+decision (policy node, and the re-check of a confirm) → card shown (storage/confirmations.py) →
 answer (chat/card_answers.py) → execution (tools node) or why it did not run → one row each in
 `audit_rows`, hash-chained at insert time under one advisory lock, the joined record per call
 the `audit_records` view (migration 9).

@@ -11,5 +11,5 @@ chat domain through its door (agent/chat/facade.py: `submit`, `join`).
     upload_quota.py  the upload route's quotas, counted as the body streams
     session_guard.py Gradio's own routes act on the caller's sessions only
 
-May import: wiring, chat, storage, agentchat. Never api.
+What it may import: agent/README.md, "Module map" (tests/core/import_rules.py); never api/.
 """

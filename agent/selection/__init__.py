@@ -7,5 +7,6 @@
     text.py        normalisation shared by the above
     turn_tools.py  one turn's offered tools and prefetch calls
 
-May import: agentchat (catalog). Imported by: chat, wiring, the debug route.
+What it may import: agent/README.md, "Module map" (tests/core/import_rules.py): the shared
+floor only (agentchat's catalog, the agent's settings).
 """

@@ -21,6 +21,14 @@
 - `submits.py` (conversations, leases, turns, messages, confirmations, runs): a submit's rows
   before its turn starts, in one transaction: a new conversation in one statement, a message
   in one round trip, a card's answer or a retry opened under the conversation's lock.
+- `fencing.py` (runs): every side effect of a run fenced by its epoch (`RunFence`, `OWNED`).
+- `turn_plans.py` (turn_plans): a step that plans a write, stored fenced before it runs.
+- `sealing.py` (runs.resume_token): the user token a live run keeps for its takeover, sealed.
+- `approvals.py` (approvals, approval_answers): approvals by someone else, their answers, the
+  inbox.
+- `grants.py` (approval_grants): time-boxed grants, live until expiry or revoke.
+- `outbox.py` (approval_outbox): the approvals' notifications, claimed and delivered at least
+  once.
 
 Rules: functions take `db` (the pool, or the connection the caller holds) first; SQL is an
 UPPER_SNAKE constant next to the function that runs it. Every statement a user reaches with a
@@ -30,6 +38,7 @@ turn's own writes then use the id that check returned. Rows are plain dicts; key
 go in and out (the API encodes them). The per-conversation advisory lock is
 `agentchat.db.conversation_lock` (the pruner shares it).
 
-Imports: psycopg, `agentchat.errors`, `agentchat.db`'s conversation lock and each other
-only; nothing from `chat/`, `graph/`, `audit/` or the adapters (tests/core/test_layers.py).
+What it may import: agent/README.md, "Module map" (tests/core/import_rules.py): psycopg, the
+shared floor (`agentchat`, the agent's settings for the resume keys) and each other; nothing
+from `chat/`, `graph/`, `audit/` or the adapters.
 """
