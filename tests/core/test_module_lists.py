@@ -1,5 +1,5 @@
-"""Each package's `__init__.py` docstring lists its folder: every module (`name.py`) and
-subpackage (`name/`) in it, and no bare `name.py` that is not there (a file of another folder
+"""Each package's `__init__.py` docstring lists its folder: every module (`*.py`) and
+subpackage (`*/`) in it, and no bare module name that is not there (a file of another folder
 is named with its folder: `agent/chat/facade.py`)."""
 
 from __future__ import annotations
