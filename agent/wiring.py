@@ -14,7 +14,9 @@ from psycopg_pool import AsyncConnectionPool
 from agentchat.agent.audit.retention import Retention
 from agentchat.agent.audit.trail import AuditTrail
 from agentchat.agent.chat.approvals import Approvals
+from agentchat.agent.chat.audit_log import AuditLog
 from agentchat.agent.chat.card_answers import CardAnswers
+from agentchat.agent.chat.conversations import Conversations
 from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.join import RunListener
 from agentchat.agent.chat.notify import Notifications
@@ -50,12 +52,10 @@ class Services:
     pool: AsyncConnectionPool
     http: httpx.AsyncClient
     runner: TurnRunner
-    chat: Chat  # the chat domain's door: submit, join
-    selection: TurnToolChooser  # which tools a message gets (the debug route asks it too)
+    chat: Chat  # the chat domain's door: submit, join, stop, conversations, audit_log
     verifier: Verifier  # the user token, cached once verified (verified_tokens.py)
     tokens: ServiceTokenProvider
     dev_issuer: DevUserIssuer | None
-    llm_status: LlmStatusProbe  # one cached probe for llm-status and /readyz
     hub: RunHub
     listener: RunListener
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
@@ -141,7 +141,11 @@ async def build_services(settings: AgentSettings) -> Services:
     chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,
                 limits=UserLimits.from_settings(settings), starts=starts,
                 answers=CardAnswers(pool=pool, runner=runner, policy=deps.policy,
-                                    catalogs=catalogs, audit=audit))
+                                    catalogs=catalogs, audit=audit),
+                conversations=Conversations(pool=pool, catalogs=catalogs,
+                                            run_lost_s=settings.run_lost_s),
+                audit_log=AuditLog(pool=pool, audit_role=settings.audit_role),
+                llm_status=LlmStatusProbe(settings, http))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     sweeper = Sweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s,
                             retention=Retention(db=pool, days=settings.audit_retention_days,
@@ -154,9 +158,8 @@ async def build_services(settings: AgentSettings) -> Services:
     notifications = Notifications(settings, pool, http, audit)
     notifications.start()
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
-                    chat=chat, selection=selection, verifier=verifier, tokens=tokens,
-                    dev_issuer=dev_issuer,
-                    llm_status=LlmStatusProbe(settings, http), hub=hub, listener=listener,
+                    chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
+                    hub=hub, listener=listener,
                     sweeper=sweeper, takeover=takeover,
                     rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
                                           "writes"),

@@ -6,17 +6,17 @@ from agentchat.agent.api.routes import (
     agent,
     approvals,
     audit,
-    cancel,
     conversations,
     health,
     history,
+    runs,
     ui,
 )
 
 api_router = APIRouter()
 api_router.include_router(health.router)
 api_router.include_router(agent.router)
-api_router.include_router(cancel.router)
+api_router.include_router(runs.router)
 api_router.include_router(conversations.router)
 api_router.include_router(history.router)
 api_router.include_router(ui.router)

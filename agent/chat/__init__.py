@@ -1,9 +1,15 @@
 """The chat domain: one submit, from an adapter's parsed request to the run whose events the
-client follows. Its door is `facade.Chat` (`submit(request, principal) -> Run`, `join`); the
-adapters (agent/gradio/, agent/api/) never reach past it.
+client follows. This package's `__all__` is its one public face: the door `Chat` (submit, join,
+stop, and what it holds: `conversations`, `audit_log`), `Approvals` (the second door: answers
+by someone else, docs/protocol.md §11), and the request and run types the adapters need. The
+adapters (agent/gradio/, agent/api/) import only these names, never a module behind them.
 
     facade.py        Chat: admission, attachments, which kind of submit, the lease, the run
     request.py       ChatRequest and UIContext: what a submit asks, whatever parsed it
+    conversations.py Conversations: the REST list, archive (its uploads deleted) and restore,
+                     history titled from the catalog, a tab's state (docs/protocol.md §4)
+    audit_log.py     AuditLog: what a person may read of the audit trail
+    approvals.py     Approvals: an approver's answer, the inbox, grants, the turn's resume
     turn_starts.py   the one way a turn starts: a message, a card's resume, a retry, a fork
     forks.py         branches in the graph's thread: a fork's checkpoint, a switch
     card_answers.py  a card's answer: the re-check, the card, its audit rows, one transaction
@@ -23,6 +29,54 @@ adapters (agent/gradio/, agent/api/) never reach past it.
                      agent/gradio/upload_quota.py)
     sweeper.py       the replica's sweeper: settle_orphans, cut_audit, expire_uploads
     heartbeat.py     the `heartbeat` event on a silent stream (a submit's or a join's)
+    notify.py        Notifications: the approvals outbox's delivery (mail.py: SMTP;
+                     notice_text.py: the notice's words)
 
 May import: graph, selection, audit, storage, agentchat. Imported by: wiring and the adapters.
 """
+
+from agentchat.agent.chat.approvals import APPROVAL_ID, APPROVE_PATH, ApprovalAnswer, Approvals
+from agentchat.agent.chat.attachments import OWNERS, no_links, upload_key
+from agentchat.agent.chat.conversations import ActiveRun, Conversations, TabState
+from agentchat.agent.chat.events import to_message
+from agentchat.agent.chat.facade import Chat
+from agentchat.agent.chat.heartbeat import with_heartbeats
+from agentchat.agent.chat.live_run import Run
+from agentchat.agent.chat.request import ACTIONS, ID_PATTERN, ChatRequest, UIContext
+from agentchat.agent.chat.upload_book import (
+    FRAMING_BYTES,
+    Room,
+    UploadBook,
+    UploadLimits,
+    UploadRefused,
+    check,
+)
+from agentchat.agent.chat.user_limits import PerMinute
+
+__all__ = [
+    "ACTIONS",
+    "APPROVAL_ID",
+    "APPROVE_PATH",
+    "FRAMING_BYTES",
+    "ID_PATTERN",
+    "OWNERS",
+    "ActiveRun",
+    "ApprovalAnswer",
+    "Approvals",
+    "Chat",
+    "ChatRequest",
+    "Conversations",
+    "PerMinute",
+    "Room",
+    "Run",
+    "TabState",
+    "UIContext",
+    "UploadBook",
+    "UploadLimits",
+    "UploadRefused",
+    "check",
+    "no_links",
+    "to_message",
+    "upload_key",
+    "with_heartbeats",
+]

@@ -25,6 +25,7 @@ import logging
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from agentchat.agent.audit.trail import AuditTrail, decision_detail
@@ -103,6 +104,36 @@ class Approvals:
     @staticmethod
     def _may_see(row: Row, user: Principal) -> bool:
         return same_person(str(row["requester"]), user.sub) or records.may_see(row, user.roles)
+
+    async def inbox(self, user: Principal, *, status: str, limit: int,
+                    after: tuple[datetime, str] | None
+                    ) -> tuple[list[Row], tuple[datetime, str] | None]:
+        """What `user` may answer, newest first, never their own requests (as a person: the
+        SQL's `<>` compares raw subjects, so a page may be short); the next page's key."""
+        rows = await records.inbox(self.pool, me=user.sub, roles=user.roles, status=status,
+                                   limit=limit + 1, after=after)
+        last = rows[limit - 1] if len(rows) > limit else None
+        mine = [r for r in rows[:limit] if not same_person(str(r["requester"]), user.sub)]
+        return mine, None if last is None else (last["created_at"], last["approval_id"])
+
+    async def detail(self, approval_id: str, user: Principal) -> tuple[Row, str | None]:
+        """A visible approval and the requester's message of its turn."""
+        row = await self.visible(approval_id, user)
+        ctx = await records.context_of(self.pool, row)
+        return row, (ctx or {}).get("message")
+
+    async def grants(self, user: Principal) -> list[dict[str, Any]]:
+        """The caller's grants, and those they gave, newest first (at most 200)."""
+        return [grant_records.as_item(r) for r in await grant_records.list_grants(self.pool,
+                                                                                   user.sub)]
+
+    async def revoke_grant(self, grant_id: str, user: Principal) -> dict[str, Any]:
+        """Revoke at once (its requester or its approver); anyone else: NOT_FOUND."""
+        row = (await grant_records.revoke(self.pool, grant_id, user.sub)
+               if APPROVAL_ID.match(grant_id) else None)
+        if row is None:
+            raise AgentChatError(ErrorCode.NOT_FOUND, "no such grant")
+        return grant_records.as_item(row)
 
     # -- answering --------------------------------------------------------------------------
 

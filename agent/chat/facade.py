@@ -14,6 +14,10 @@ the rules are here:
                     tab's run still stopping is waited for, another tab's is BUSY
     the run         run_hub.py: the turn's events, numbered, kept and stored; a join follows
                     one from any replica (join.py)
+
+It holds what the REST adapter reads besides: `conversations` (conversations.py: the list,
+archive and restore, history, a tab's state), `audit_log` (audit_log.py), the model's status
+and the debug view of a message's tools.
 """
 
 from __future__ import annotations
@@ -28,14 +32,18 @@ from opentelemetry import trace
 
 from agentchat.agent.chat import forks
 from agentchat.agent.chat.attachments import file_text
+from agentchat.agent.chat.audit_log import AuditLog
 from agentchat.agent.chat.card_answers import Answered, CardAnswers
+from agentchat.agent.chat.conversations import Conversations
 from agentchat.agent.chat.join import RunListener, join
 from agentchat.agent.chat.live_run import Run
-from agentchat.agent.chat.request import FORKS, ChatRequest
+from agentchat.agent.chat.request import FORKS, ChatRequest, UIContext
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import Turn, TurnRunner
 from agentchat.agent.chat.user_limits import UserLimits
+from agentchat.agent.graph.model import LlmStatusProbe
+from agentchat.agent.selection.turn_tools import TurnTools
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import branches, runs, submits
 from agentchat.agent.storage.db import Db, Row, connection
@@ -49,7 +57,8 @@ TRACER = trace.get_tracer("agentchat.agent")
 class Chat:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner, hub: RunHub,
                  listener: RunListener, limits: UserLimits, starts: TurnStarts,
-                 answers: CardAnswers) -> None:
+                 answers: CardAnswers, conversations: Conversations, audit_log: AuditLog,
+                 llm_status: LlmStatusProbe) -> None:
         self.settings = settings
         self.pool = pool
         self.runner = runner
@@ -58,6 +67,28 @@ class Chat:
         self.limits = limits
         self.starts = starts
         self.answers = answers
+        self.conversations = conversations
+        self.audit_log = audit_log
+        self._llm_status = llm_status
+
+    @property
+    def draining(self) -> bool:
+        """SIGTERM: this replica takes no new runs; live ones go on."""
+        return self.hub.draining
+
+    async def llm_status(self) -> dict[str, Any]:
+        """The model endpoint's state, probed at most once a cache interval."""
+        return await self._llm_status.get()
+
+    async def tool_selection(self, text: str, uicontext: str | None) -> TurnTools:
+        """Which tools a message would get and why; `uicontext` as JSON (INVALID_REQUEST
+        when it is not a UIContext)."""
+        try:
+            ctx = UIContext.model_validate_json(uicontext).model_dump() if uicontext else None
+        except ValueError:
+            raise AgentChatError(ErrorCode.INVALID_REQUEST, "bad UIContext") from None
+        # A worker thread, as for a turn: a 16 KB query's keywords and fallback take tens of ms.
+        return await asyncio.to_thread(self.starts.tools.choose, text, ctx)
 
     async def submit(self, req: ChatRequest, principal: Principal) -> Run:
         """Start the run this submit asks for (`req.user_jwt`: the verified token;

@@ -1,23 +1,19 @@
 """`/api/agent/approvals` (docs/protocol.md §11): an approver's inbox, one approval
-with its context, and the answer. Thin: the rules are in `agentchat.agent.chat.approvals`."""
+with its context, and the answer; `/api/agent/grants`, the grants they gave. Thin: the rules
+are the door's `Approvals` (agent/chat/approvals.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request, Security
+from fastapi import APIRouter, Query, Security
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentchat.agent.api import cursors
-from agentchat.agent.api.deps import CurrentUser, RestWriter, SameSite, ServicesDep
+from agentchat.agent.api.deps import ApprovalsDep, CurrentUser, RestWriter, SameSite, UserToken
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
-from agentchat.agent.chat.approvals import APPROVAL_ID, APPROVE_PATH, ApprovalAnswer, same_person
-from agentchat.agent.storage import approvals as records
-from agentchat.agent.storage import grants as grant_records
-from agentchat.agent.storage.db import Row
-from agentchat.errors import AgentChatError, ErrorCode
-from agentchat.identity import bearer
+from agentchat.agent.chat import APPROVE_PATH, ApprovalAnswer
 
 router = APIRouter(prefix="/api/agent/approvals", tags=["approvals"],
                    dependencies=[Security(BEARER), SameSite], route_class=RestRoute)
@@ -83,7 +79,7 @@ class ApprovalDetail(ApprovalItem):
     rule: dict[str, Any]  # the policy rule (approvals.yaml) behind it
 
 
-def item(row: Row) -> dict[str, Any]:
+def item(row: dict[str, Any]) -> dict[str, Any]:
     card = row["card"] or {}
     return {"approval_id": row["approval_id"], "conversation_id": row["conversation_id"],
             "requester": row["requester"], "tool_name": row["tool"],
@@ -99,43 +95,35 @@ def item(row: Row) -> dict[str, Any]:
 
 @router.get("", response_model=ApprovalPage, responses=error_responses(400, 401, 422, 503))
 async def list_approvals(
-    user: CurrentUser, services: ServicesDep,
+    user: CurrentUser, approvals: ApprovalsDep,
     status: Literal["pending", "answered", "expired"] = "pending",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(max_length=512, pattern=r"^[A-Za-z0-9_-]*$")] = None,
 ) -> dict[str, Any]:
     """What the caller may answer (never their own requests), newest first."""
     after = cursors.decode_approval_key(cursor) if cursor else None
-    rows = await records.inbox(services.pool, me=user.sub, roles=user.roles, status=status,
-                               limit=limit + 1, after=after)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    last = rows[-1] if more else None
-    # Never one's own, as a person (the SQL's `<>` compares raw subjects): a page may be short.
-    return {"items": [item(r) for r in rows if not same_person(str(r["requester"]), user.sub)],
-            "next_cursor": None if last is None else cursors.approval_key(
-                last["created_at"], last["approval_id"])}
+    rows, next_key = await approvals.inbox(user, status=status, limit=limit, after=after)
+    return {"items": [item(r) for r in rows],
+            "next_cursor": None if next_key is None else cursors.approval_key(*next_key)}
 
 
 @router.get("/{approval_id}", response_model=ApprovalDetail,
             responses=error_responses(401, 404, 503))
 async def get_approval(approval_id: str, user: CurrentUser,
-                       services: ServicesDep) -> dict[str, Any]:
+                       approvals: ApprovalsDep) -> dict[str, Any]:
     """One approval with its context: the requester's message, the card's prompt and
     arguments, the policy rule. For its requester and its approvers; else NOT_FOUND."""
-    row = await services.approvals.visible(approval_id, user)
-    ctx = await records.context_of(services.pool, row)
-    return {**item(row), "message": (ctx or {}).get("message"), "rule": row["rule"]}
+    row, message = await approvals.detail(approval_id, user)
+    return {**item(row), "message": message, "rule": row["rule"]}
 
 
 @router.post("/{approval_id}", response_model=AnswerOut,
              responses=error_responses(401, 403, 404, 409, 422, 429, 503))
 async def answer_approval(approval_id: str, body: AnswerIn, user: RestWriter,
-                          services: ServicesDep, request: Request) -> dict[str, Any]:
+                          token: UserToken, approvals: ApprovalsDep) -> dict[str, Any]:
     """The approver's answer, bound to the card's `args_digest`; the approver is checked by
     the sidecar now, with this token. The quorum's last approval (or a deny) resumes the turn."""
-    token = str(bearer(request.headers))
-    return await services.approvals.answer(approval_id, user, token, ApprovalAnswer(
+    return await approvals.answer(approval_id, user, token.raw, ApprovalAnswer(
         decision=body.decision, args_digest=body.args_digest, comment=body.comment,
         grant_minutes=body.grant_minutes))
 
@@ -163,18 +151,14 @@ class GrantList(BaseModel):
 
 
 @grants_router.get("", response_model=GrantList, responses=error_responses(401, 503))
-async def list_grants(user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
+async def list_grants(user: CurrentUser, approvals: ApprovalsDep) -> dict[str, Any]:
     """The caller's grants, and those they gave, newest first (at most 200)."""
-    rows = await grant_records.list_grants(services.pool, user.sub)
-    return {"items": [grant_records.as_item(r) for r in rows]}
+    return {"items": await approvals.grants(user)}
 
 
 @grants_router.delete("/{grant_id}", response_model=Grant,
                       responses=error_responses(401, 404, 429, 503))
-async def revoke_grant(grant_id: str, user: RestWriter, services: ServicesDep) -> dict[str, Any]:
+async def revoke_grant(grant_id: str, user: RestWriter,
+                       approvals: ApprovalsDep) -> dict[str, Any]:
     """Revoke at once (its requester or its approver); the next call needs an approval."""
-    row = (await grant_records.revoke(services.pool, grant_id, user.sub)
-           if APPROVAL_ID.match(grant_id) else None)
-    if row is None:
-        raise AgentChatError(ErrorCode.NOT_FOUND, "no such grant")
-    return grant_records.as_item(row)
+    return await approvals.revoke_grant(grant_id, user)

@@ -1,6 +1,6 @@
 """`GET /api/agent/audit` (docs/protocol.md §9, agent/README_rest.md): the joined audit record of
-each write or destructive call, newest first, keyset-paged. Thin: who sees what and the
-filters are SQL in `agentchat.agent.audit.records`."""
+each write or destructive call, newest first, keyset-paged. Thin: the door's
+`Chat.audit_log` (agent/chat/audit_log.py) says who sees what."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from fastapi import APIRouter, Query, Security
 from pydantic import BaseModel
 
 from agentchat.agent.api import cursors
-from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.api.deps import ChatDoor, CurrentUser
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
-from agentchat.agent.audit.records import Filters, Viewer, list_records
 from agentchat.errors import AgentChatError, ErrorCode
 
 router = APIRouter(prefix="/api/agent", tags=["audit"], dependencies=[Security(BEARER)],
@@ -64,7 +63,7 @@ def _aware(value: datetime | None, name: str) -> datetime | None:
 @router.get("/audit", response_model=AuditPage,
             responses=error_responses(400, 401, 422, 503))
 async def audit(
-    user: CurrentUser, services: ServicesDep,
+    user: CurrentUser, chat: ChatDoor,
     conversation_id: Annotated[str | None, Query(max_length=200, pattern=_NO_NUL)] = None,
     user_id: Annotated[str | None, Query(alias="user", max_length=200, pattern=_NO_NUL,
                                          description="the conversations' owner")] = None,
@@ -79,11 +78,9 @@ async def audit(
     """Your own records; the audit role's holder also every record (`role`) or an
     environment's (`role@env`)."""
     before = cursors.decode_audit_key(cursor) if cursor else None
-    filters = Filters(conversation_id=conversation_id, user=user_id, tool=tool,
-                      environment=environment, since=_aware(since, "since"),
-                      until=_aware(until, "until"))
-    items, next_seq = await list_records(
-        services.pool, viewer=Viewer.of(user, services.settings.audit_role), filters=filters,
+    items, next_seq = await chat.audit_log.page(
+        user, conversation_id=conversation_id, user=user_id, tool=tool,
+        environment=environment, since=_aware(since, "since"), until=_aware(until, "until"),
         limit=limit, before=before)
     return {"items": items,
             "next_cursor": None if next_seq is None else cursors.audit_key(next_seq)}

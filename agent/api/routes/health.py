@@ -14,7 +14,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from agentchat.agent.api.deps import ServicesDep
+from agentchat.agent.api.deps import ChatDoor, DbPool, HttpClient, Settings
 from agentchat.agent.metrics import REGISTRY
 
 router = APIRouter(tags=["health"])
@@ -26,10 +26,11 @@ async def livez() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(services: ServicesDep) -> JSONResponse:
+async def readyz(pool: DbPool, http: HttpClient, settings: Settings,
+                 chat: ChatDoor) -> JSONResponse:
     async def database() -> str | None:
         try:
-            async with services.pool.connection(timeout=2) as conn:
+            async with pool.connection(timeout=2) as conn:
                 await conn.execute("SELECT 1")
         except Exception as e:
             return f"database: {type(e).__name__}"
@@ -37,14 +38,13 @@ async def readyz(services: ServicesDep) -> JSONResponse:
 
     async def sidecar() -> str | None:
         try:
-            resp = await services.http.get(services.settings.policy_url.rstrip("/") + "/readyz",
-                                           timeout=1.0)
+            resp = await http.get(settings.policy_url.rstrip("/") + "/readyz", timeout=1.0)
         except httpx.HTTPError as e:
             return f"policy sidecar: {type(e).__name__}"
         return None if resp.status_code == 200 else f"policy sidecar: {resp.status_code}"
 
     problems = [p for p in await asyncio.gather(database(), sidecar()) if p]
-    if services.draining:  # SIGTERM: out of the Service while live runs finish
+    if chat.draining:  # SIGTERM: out of the Service while live runs finish
         problems.append("draining: this replica takes no new runs")
     body: dict[str, Any] = {"status": "ok" if not problems else "unavailable",
                             "problems": problems}

@@ -1,6 +1,7 @@
 """`GET /api/assistant/history` (docs/protocol.md §9): a conversation's messages, newest page first,
-with their tool cards (titled as the stream titled them) and confirmation outcomes. The work is in
-`agentchat.agent.storage.history`; the route turns cursors into keys and back."""
+with their tool cards (titled from the catalog as the stream titled them) and confirmation
+outcomes. The work is the door's (`Chat.conversations.history`); the route turns cursors into
+keys and back."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Security
 
 from agentchat.agent.api import cursors
-from agentchat.agent.api.deps import CurrentUser, ServicesDep
+from agentchat.agent.api.deps import ChatDoor, CurrentUser
 from agentchat.agent.api.error_docs import BEARER, RestRoute, error_responses
 from agentchat.agent.api.models import HistoryPage
-from agentchat.agent.graph.tool_runtime import tool_title
-from agentchat.agent.storage.history import read_history
-from agentchat.words import as_lang
 
 router = APIRouter(prefix="/api/assistant", tags=["history"], dependencies=[Security(BEARER)],
                    route_class=RestRoute)
@@ -23,7 +21,7 @@ router = APIRouter(prefix="/api/assistant", tags=["history"], dependencies=[Secu
 @router.get("/history", response_model=HistoryPage,
             responses=error_responses(400, 401, 404, 422, 503))
 async def history(
-    user: CurrentUser, services: ServicesDep,
+    user: CurrentUser, chat: ChatDoor,
     conversation_id: Annotated[str, Query(max_length=200)],
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query(max_length=512, pattern=r"^[A-Za-z0-9_-]*$",
@@ -31,13 +29,7 @@ async def history(
 ) -> dict[str, Any]:
     """The newest `limit` messages (oldest first within the page); `next_cursor` pages back."""
     before = cursors.decode_history_key(cursor) if cursor else None
-    items, next_pos = await read_history(services.pool, owner=user.sub,
-                                         conversation_id=conversation_id, limit=limit,
-                                         before=before)
-    catalog = services.catalogs.current()
-    for message in items:
-        for call in message["tool_calls"]:
-            # The title the live stream showed: the catalog's, in the turn's language.
-            call["title"] = tool_title(catalog, call["tool"], as_lang(call.pop("lang", None)))
+    items, next_pos = await chat.conversations.history(
+        owner=user.sub, conversation_id=conversation_id, limit=limit, before=before)
     return {"items": items,
             "next_cursor": None if next_pos is None else cursors.history_key(next_pos)}

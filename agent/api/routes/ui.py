@@ -24,8 +24,8 @@ from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
-from agentchat.agent.api.deps import ServicesDep
-from agentchat.agent.chat.approvals import APPROVAL_ID
+from agentchat.agent.api.deps import DevIssuer, Settings
+from agentchat.agent.chat import APPROVAL_ID
 from agentchat.agent.csp import content_security_policy
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode
@@ -68,20 +68,20 @@ def _security_headers(response: Response) -> Response:
 
 
 @router.get("")
-async def ui_root(services: ServicesDep) -> Response:
+async def ui_root(settings: Settings) -> Response:
     """The page's asset URLs are relative: it must be loaded with its trailing slash."""
-    return _with_slash(services.settings, "ui/")
+    return _with_slash(settings, "ui/")
 
 
 @router.get("/")
-async def index(services: ServicesDep) -> Response:
-    return _page(services.settings, depth=0)
+async def index(settings: Settings) -> Response:
+    return _page(settings, depth=0)
 
 
 @router.get("/approvals")
-async def approvals_root(services: ServicesDep) -> Response:
+async def approvals_root(settings: Settings) -> Response:
     """Like the page's root: its relative URLs need the trailing slash."""
-    return _with_slash(services.settings, "approvals/")
+    return _with_slash(settings, "approvals/")
 
 
 def _with_slash(settings: AgentSettings, location: str) -> Response:
@@ -94,19 +94,19 @@ def _with_slash(settings: AgentSettings, location: str) -> Response:
 
 
 @router.get("/approvals/")
-async def approvals_inbox(services: ServicesDep) -> Response:
+async def approvals_inbox(settings: Settings) -> Response:
     """The approvals inbox: the same index.html; the page routes by its own path."""
-    return _page(services.settings, depth=1)
+    return _page(settings, depth=1)
 
 
 @router.get("/approvals/{approval_id}")
-async def approval_page(approval_id: str, services: ServicesDep) -> Response:
+async def approval_page(approval_id: str, settings: Settings) -> Response:
     """One approval's page (the card's `approve_url`). The id's shape is checked here, so
     anything else under approvals/ is the 404 of an unknown path; whether the approval exists
     and who may see it is the REST API's answer to the signed-in page."""
     if not APPROVAL_ID.match(approval_id):
         raise HTTPException(404)
-    return _page(services.settings, depth=1)
+    return _page(settings, depth=1)
 
 
 def _page(settings: AgentSettings, *, depth: int) -> Response:
@@ -146,10 +146,9 @@ class UiConfig(BaseModel):
 
 
 @router.get("/config.json", response_model=UiConfig)
-async def config(services: ServicesDep) -> JSONResponse:
+async def config(settings: Settings) -> JSONResponse:
     """Paths, not URLs: the page resolves them against its own origin, so it works through
     any proxy that keeps the paths."""
-    settings = services.settings
     if not settings.ui_on:
         raise HTTPException(404)
     users = [DemoUser(id=u, label=f"{u} ({', '.join(roles)})")
@@ -179,24 +178,24 @@ class DevToken(BaseModel):
     token: str
 
 
-def _dev_only(services: ServicesDep) -> None:
+def _dev_only(issuer: DevIssuer, settings: Settings) -> None:
     """A dependency, so it runs before the body is validated: outside dev the route answers
     404 whatever it is sent, like any unknown path."""
-    if services.dev_issuer is None or not services.settings.ui_on:
+    if issuer is None or not settings.ui_on:
         raise HTTPException(404)
 
 
 @router.post("/dev/token", response_model=DevToken, dependencies=[Depends(_dev_only)])
-async def dev_token(body: DevTokenRequest, services: ServicesDep) -> JSONResponse:
+async def dev_token(body: DevTokenRequest, issuer: DevIssuer) -> JSONResponse:
     """A demo user's token from the dev issuer, for the page's user picker."""
-    assert services.dev_issuer is not None  # _dev_only
-    token = services.dev_issuer.mint(body.user)
+    assert issuer is not None  # _dev_only
+    token = issuer.mint(body.user)
     return JSONResponse({"token": token}, headers={"Cache-Control": NO_STORE})
 
 
 @router.get("/{path:path}")
-async def asset(path: str, services: ServicesDep) -> Response:
-    root = _built(services.settings)
+async def asset(path: str, settings: Settings) -> Response:
+    root = _built(settings)
     if isinstance(root, Response):
         return root
     file = _file_under(root, path)
