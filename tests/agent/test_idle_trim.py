@@ -14,7 +14,7 @@ from agentchat.agent.settings import AgentSettings
 
 
 def turn(n: int) -> Turn:
-    runtime: Any = SimpleNamespace(lang="en", user_jwt="")
+    runtime: Any = SimpleNamespace(lang="en", user_jwt="", keep_token=True)
     return Turn(f"c{n}", f"t{n}", "tab", runtime, None)
 
 
