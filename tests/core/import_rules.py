@@ -93,20 +93,8 @@ UNITS: tuple[Unit, ...] = (
 )
 
 # Edges the table does not allow yet: (a file, an entry as in `may_import`) -> what removes
-# it. Tests only: product code never names these.
-_NARROW = "to be removed by the narrow REST dependencies (issue 49 item 3)"
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("agent/api/routes/agent.py", "agent/chat/"): _NARROW,
-    ("agent/api/routes/agent.py", "agent/storage/"): _NARROW,
-    ("agent/api/routes/approvals.py", "agent/chat/"): _NARROW,
-    ("agent/api/routes/approvals.py", "agent/storage/"): _NARROW,
-    ("agent/api/routes/audit.py", "agent/audit/"): _NARROW,
-    ("agent/api/routes/conversations.py", "agent/chat/"): _NARROW,
-    ("agent/api/routes/conversations.py", "agent/storage/"): _NARROW,
-    ("agent/api/routes/history.py", "agent/graph/"): _NARROW,
-    ("agent/api/routes/history.py", "agent/storage/"): _NARROW,
-    ("agent/api/routes/ui.py", "agent/chat/"): _NARROW,
-}
+# it. Tests only: product code never names these. None today.
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def unit_of(path: str) -> Unit | None:
