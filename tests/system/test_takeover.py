@@ -471,6 +471,15 @@ def test_a_stale_owner_revived_sends_no_request_and_appends_no_audit_row(
 
     def stop_in_the_backoff(o: Outcome) -> None:
         if o.of("tool_retry") and not in_backoff.is_set():
+            # A run is taken over only once its writer stored it with its sealed token (as
+            # `stored_run` waits for); under load that can trail the events a client sees.
+            # Well inside the 1 s backoff before the second attempt.
+            run_id = str(o.last["run_id"])
+            deadline = time.monotonic() + 0.6
+            while time.monotonic() < deadline and not rows(
+                    stack.database_url, "SELECT 1 FROM runs WHERE id=%s"
+                    " AND resume_token IS NOT NULL", run_id):
+                time.sleep(0.02)
             proc.send_signal(signal.SIGSTOP)
             stopped["out"] = o
             in_backoff.set()
@@ -483,8 +492,11 @@ def test_a_stale_owner_revived_sends_no_request_and_appends_no_audit_row(
         assert in_backoff.wait(BOUND_S)
         first = stopped["out"]
         cid, run_id = str(first.conversation_id), str(first.last["run_id"])
-        wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
-                 "the survivor's takeover", BOUND_S, pause=0.1)
+        try:
+            wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
+                     "the survivor's takeover", BOUND_S, pause=0.1)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the run: {run_row(stack, run_id)}") from None
         joined = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
         assert_resumed(stack, joined, run_id, int(first.last["seq"]), alice, cid)
         assert joined.of("tool_end"), joined.types()
