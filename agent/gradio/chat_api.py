@@ -12,10 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentchat.agent.chat.events import to_message
-from agentchat.agent.chat.heartbeat import with_heartbeats
-from agentchat.agent.chat.live_run import Run
-from agentchat.agent.chat.request import ChatRequest
+from agentchat.agent.chat import ChatRequest, Run, to_message, with_heartbeats
 from agentchat.agent.gradio.inputs import parse_request
 from agentchat.agent.metrics import EVENTS, FIRST_EVENT, FIRST_TOKEN, STREAM_JOINS
 from agentchat.agent.wiring import Services

@@ -20,9 +20,14 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentchat.agent.chat.attachments import OWNERS, no_links, upload_key
-from agentchat.agent.chat.upload_book import UploadLimits, UploadRefused
-from agentchat.agent.chat.user_limits import PerMinute
+from agentchat.agent.chat import (
+    OWNERS,
+    PerMinute,
+    UploadLimits,
+    UploadRefused,
+    no_links,
+    upload_key,
+)
 from agentchat.agent.gradio.upload_quota import take
 from agentchat.agent.settings import PAGE_SUBPATH
 from agentchat.asgi import read_body, replay

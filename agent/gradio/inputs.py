@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentchat.agent.chat.attachments import OWNERS, upload_key
-from agentchat.agent.chat.request import ACTIONS, ID_PATTERN, ChatRequest, UIContext
+from agentchat.agent.chat import ACTIONS, ID_PATTERN, OWNERS, ChatRequest, UIContext, upload_key
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import AgentChatError, ErrorCode
 

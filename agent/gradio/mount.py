@@ -9,7 +9,7 @@ import gradio as gr
 from fastapi import FastAPI
 from starlette.datastructures import Headers
 
-from agentchat.agent.chat.upload_book import UploadLimits
+from agentchat.agent.chat import UploadLimits
 from agentchat.agent.gradio.blocks import build_blocks, build_page_blocks
 from agentchat.agent.gradio.file_guard import GradioFileGuard
 from agentchat.agent.gradio.page_headers import PageRedirect, PageSecurityHeaders

@@ -18,14 +18,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.datastructures import Headers
 from starlette.types import Receive
 
-from agentchat.agent.chat.upload_book import (
-    FRAMING_BYTES,
-    Room,
-    UploadBook,
-    UploadLimits,
-    UploadRefused,
-    check,
-)
+from agentchat.agent.chat import FRAMING_BYTES, Room, UploadBook, UploadLimits, UploadRefused, check
 
 
 def storable(filename: str) -> bool:

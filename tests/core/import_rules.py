@@ -43,8 +43,8 @@ UNITS: tuple[Unit, ...] = (
     Unit("agent/gradio/", "adapter",
          "the Gradio adapter: the Blocks (`/chat`, the built-in page), the seven inputs "
          "parsed, the `/chat` stream, the guards on Gradio's own routes (uploads and their "
-         "quotas, sessions, the page's headers)",
-         ("agent/wiring.py", "agent/chat/", *AGENT_SHARED)),
+         "quotas, sessions, the page's headers); of the domain, only its door",
+         ("agent/wiring.py", "agent/chat/__init__.py", *AGENT_SHARED)),
     Unit("agent/wiring.py", "wiring",
          "`build_services`: the pool, checkpointer, graph, clients, the chat domain and its "
          "approvals, built once",
