@@ -39,6 +39,8 @@ def resume_keys(listed: str) -> tuple[str, ...]:
 # The built-in page's own Gradio app, under the mount path (the mount path itself redirects a
 # browser there): the `/chat` app holds no page components, so its sessions stay small.
 PAGE_SUBPATH = "/page"
+# The MCP endpoint, and its RFC 9728 metadata's path (the well-known prefix, then this).
+MCP_PATH = "/api/agent/mcp"
 
 
 class SelectionSettings(SharedSettings):
@@ -235,6 +237,14 @@ class AgentSettings(SelectionSettings):
     # which a browser may change things over REST (agent/api/deps.py `same_site`), as JSON.
     allowed_origins: list[str] = Field(default_factory=list)
 
+    # The MCP endpoint (agent/mcp/, docs/protocol.md §12), on unless false. Its tokens' audience
+    # is its resource URL (unset: `public_url` + MCP_PATH); each is exchanged (RFC 8693) at the
+    # issuer's token endpoint (unset: `sstools_url` + /api/auth/token) for the ss-tools user
+    # token its calls carry.
+    mcp_enabled: bool = True
+    mcp_audience: str | None = None
+    mcp_token_exchange_url: str | None = None
+
     db_pool_max: int = 20
 
     # The people's page at /api/agent/ui/ (agent/api/routes/ui.py): unset means on in dev and
@@ -264,6 +274,16 @@ class AgentSettings(SelectionSettings):
             raise ValueError(f"AGENTCHAT_AGENT_RESUME_KEY: every key needs "
                              f"{RESUME_KEY_MIN_CHARS} characters or more")
         return value
+
+    @property
+    def mcp_resource(self) -> str:
+        """The MCP endpoint's resource URL: its tokens' `aud` (RFC 8707)."""
+        base = self.public_url.rstrip("/") or f"http://{self.host}:{self.port}"
+        return self.mcp_audience or base + MCP_PATH
+
+    @property
+    def mcp_exchange_url(self) -> str:
+        return self.mcp_token_exchange_url or self.sstools_url.rstrip("/") + "/api/auth/token"
 
     @property
     def ui_on(self) -> bool:

@@ -174,9 +174,14 @@ class TokenVerifier:
         forbidden_type: str | None = None,
         roles_claim: str | None = None,
         environments: Collection[str] | Callable[[], Collection[str]] = (),
+        refused_audience: str | None = None,
     ) -> None:
         self.issuer = issuer
         self.audience = audience
+        # One token, one audience (RFC 8707): a token that also names this one (the MCP
+        # endpoint's resource, for /chat's verifier; /chat's, for the MCP endpoint's) is
+        # refused, so a token minted for one never serves the other.
+        self.refused_audience = refused_audience
         self.algorithms = list(algorithms)
         self.jwks = jwks
         self.leeway_s = leeway_s
@@ -234,6 +239,10 @@ class TokenVerifier:
             raise TokenError("bad_signature") from None
         except jwt.PyJWTError:
             raise TokenError("malformed") from None
+        if self.refused_audience is not None:
+            aud = claims.get("aud")
+            if self.refused_audience in (aud if isinstance(aud, list) else [aud]):
+                raise TokenError("bad_audience")
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub:
             raise TokenError("missing_claim", "token refused: missing claim sub")
@@ -257,20 +266,23 @@ def service_verifier(settings: SharedSettings, jwks: JwksFile | None = None) -> 
 
 def user_verifier(settings: SharedSettings, jwks: JwksFile | None = None, *,
                   environments: Collection[str] | Callable[[], Collection[str]] | None = None,
+                  audience: str | None = None, refused_audience: str | None = None,
                   ) -> TokenVerifier:
     """User tokens (ss-tools'). `role@env` roles may only name `environments`; by default the
-    catalog's (`settings.catalog_path`)."""
+    catalog's (`settings.catalog_path`). `audience` is the user audience unless given (the MCP
+    endpoint's resource); a token naming `refused_audience` too is refused."""
     if environments is None:
         environments = frozenset(cached_catalog(str(settings.catalog_path)).environments)
     return TokenVerifier(
         issuer=settings.user_issuer,
-        audience=settings.user_audience,
+        audience=audience or settings.user_audience,
         algorithms=settings.user_algorithms,
         jwks=jwks or JwksFile(settings.user_jwks, settings.jwks_check_s),
         leeway_s=settings.jwt_leeway_s,
         forbidden_type=SERVICE_TOKEN_TYPE,
         roles_claim=settings.roles_claim,
         environments=environments,
+        refused_audience=refused_audience,
     )
 
 
