@@ -3,8 +3,7 @@
 Its own UI functions (ChatInterface's page would replace the bubble on every event): tool
 calls are collapsible tool messages titled with the tool's title, a card shows the server's
 prompt with Confirm and Deny (or Close) and a countdown; turns run through `run_chat`. Text
-others wrote is shown as plain text (page_text.py) under a strict CSP (agent/csp.py,
-sent by page_headers.py).
+others wrote is plain text (page_text.py) under a strict CSP (agent/csp.py, page_headers.py).
 
 Words (agentchat/words.py): the page's own words (labels, buttons, banners, the card's frame) follow
 the browser's language: the static ones through Gradio's i18n (the browser's locale), the ones the
