@@ -12,6 +12,7 @@ path through the package:
     ops_dashboards.py  dashboard operations; ops_platform.py: platform operations
     world.py           the mutable state; data.py: its seeded data; search.py: word matching
     audit.py           the audit log of requests
+    exchange.py        the user tokens' issuer's token exchange (RFC 8693), dev only
     settings.py        SandboxSettings (AGENTCHAT_SANDBOX_<NAME>)
     cli.py             `agentchat sandbox`
 """

@@ -24,6 +24,8 @@ from agentchat.identity import service_verifier, user_verifier
 from agentchat.keys import ensure_ring, load_ring, sign_service_token
 from agentchat.sandbox.access import Gatekeeper
 from agentchat.sandbox.audit import AuditLog
+from agentchat.sandbox.exchange import TokenJournal
+from agentchat.sandbox.exchange import install as install_exchange
 from agentchat.sandbox.faults import Fault, FaultBoard
 from agentchat.sandbox.gateway import Gateway
 from agentchat.sandbox.idempotency import IdempotencyStore
@@ -49,11 +51,14 @@ class Sandbox:
     audit: AuditLog
     idempotency: IdempotencyStore
     faults: FaultBoard | None
+    tokens: TokenJournal | None = None  # dev: the token exchange's and the routes' tokens
 
     def reset(self) -> None:
         self.world.reset()
         self.audit.clear()
         self.idempotency.clear()
+        if self.tokens is not None:
+            self.tokens.clear()
         if self.faults is not None:
             self.faults.clear()
 
@@ -65,7 +70,8 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
         ensure_ring(settings.keys_dir, settings.jwks_path)
     gatekeeper = Gatekeeper(service_verifier(settings), user_verifier(settings))
     sandbox = Sandbox(World(settings.task_step_s), AuditLog(), IdempotencyStore(),
-                      FaultBoard() if settings.faults_enabled else None)
+                      FaultBoard() if settings.faults_enabled else None,
+                      TokenJournal() if settings.is_dev else None)
     gateway = Gateway(catalog=catalog, world=sandbox.world, gatekeeper=gatekeeper,
                       audit=sandbox.audit, idempotency=sandbox.idempotency,
                       faults=sandbox.faults, operations=OPERATIONS,
@@ -119,6 +125,9 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
 
     if sandbox.faults is not None:
         _sandbox_routes(app, sandbox, {t.name for t in catalog.tools})
+    if sandbox.tokens is not None:
+        # The user tokens' issuer's token exchange, as the MCP endpoint uses it (RFC 8693).
+        install_exchange(app, settings, sandbox.tokens)
 
     for tool in catalog.tools:
         app.add_api_route(tool.path, gateway.endpoint(tool), methods=[tool.method],
