@@ -11,7 +11,8 @@ WEB_BUILT := web/build/.built-stamp
 WEB_SRC := $(shell find web/src web/index.html web/vite.config.ts web/svelte.config.js web/tsconfig.json -type f 2>/dev/null)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint typecheck bench soak install js web browser helm promtool clean
+.PHONY: demo test lint typecheck bench soak install js web browser helm promtool clean \
+	peer-langgraph
 
 install: $(STAMP)
 
@@ -79,6 +80,21 @@ test: $(STAMP) $(JS_STAMP) web browser promtool
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The peer of `bench/agent_scale.py --peer langgraph`: LangGraph Agent Server (the in-memory dev
+# server, the only one that runs offline) in its own pinned virtualenv under .cache/, never
+# part of install or test. Postgres checkpoints through langgraph-checkpoint-postgres.
+PEER_LANGGRAPH := .cache/peer-langgraph
+PEER_LANGGRAPH_PINS := 'langgraph-cli[inmem]==0.4.40' langgraph-api==0.16.7 \
+	langgraph-runtime-inmem==0.36.7 langgraph-sdk==0.4.14 langchain-openai==1.8.1 \
+	langgraph-checkpoint-postgres==3.2.0 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3
+peer-langgraph: $(PEER_LANGGRAPH)/.installed-stamp
+
+$(PEER_LANGGRAPH)/.installed-stamp: Makefile
+	test -x $(PEER_LANGGRAPH)/bin/python || $(PYTHON) -m venv $(PEER_LANGGRAPH)
+	$(PEER_LANGGRAPH)/bin/pip install -q --upgrade pip
+	$(PEER_LANGGRAPH)/bin/pip install -q $(PEER_LANGGRAPH_PINS)
+	touch $@
 
 # SOAK_FAULTS=1: replicas killed and restarted, the sidecar and a private PostgreSQL restarted.
 SOAK_SECONDS ?= 600

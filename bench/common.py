@@ -81,14 +81,16 @@ def gradio_url(service: Service) -> str:
 
 
 def run_client(spec: dict[str, Any], timeout: float = 1800,
-               on_mark: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run bench/js/client.mjs with this spec; returns the JSON object it prints last.
+               on_mark: Callable[[str], None] | None = None,
+               script: str = "client.mjs") -> dict[str, Any]:
+    """Run bench/js/client.mjs (or `script`, e.g. langgraph.mjs for the peer) with this spec;
+    returns the JSON object it prints last.
     `on_mark` is called, from a reader thread and as they come, with the client's
     `BENCH-MARK ...` stderr lines (e.g. `all-first` for a spec with `mark_first`)."""
     node = shutil.which("node")
     if node is None:
         raise RuntimeError("Node 20 is required (and `make js` for @gradio/client)")
-    proc = subprocess.Popen([node, str(BENCH / "js" / "client.mjs")], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([node, str(BENCH / "js" / script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "BENCH_SPEC": json.dumps(spec)})
     err: list[str] = []

@@ -12,6 +12,20 @@ import { pathToFileURL } from "node:url";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 
+// Every byte of the servers' event streams (Gradio's /queue/data, where a submit's events come),
+// counted as they arrive: bytes per token event, on the wire, as bench/js/langgraph.mjs counts
+// the peer's.
+let streamBytes = 0;
+const realFetch = globalThis.fetch;
+globalThis.fetch = async (input, init) => {
+  const res = await realFetch(input, init);
+  if (!res.body || !String(input?.url ?? input).includes("/queue/data")) return res;
+  const counted = res.body.pipeThrough(new TransformStream({
+    transform(chunk, out) { streamBytes += chunk.byteLength; out.enqueue(chunk); } }));
+  return new Response(counted, { status: res.status, statusText: res.statusText,
+                                 headers: res.headers });
+};
+
 const here = dirname(fileURLToPath(import.meta.url));
 const entry = join(here, "..", "..", "tests", "js", "node_modules", "@gradio", "client", "dist",
                    "index.js");
@@ -68,7 +82,8 @@ function firstSeen() {
 async function stream(client, payload, { agent, expect, bounds }) {
   const t0 = now();
   const r = { first: null, end: null, times: [], types: [], events: 0, repeats: 0, lost: 0,
-              dup: 0, final_ok: false, error: null, conversation_id: null, tokens: 0 };
+              dup: 0, final_ok: false, error: null, conversation_id: null, tokens: 0,
+              token_events: 0 };
   let seen = 0;          // agent: last seq
   let tokensSeen = 0;    // bare: tokens in the text so far
   let joined = "";
@@ -95,6 +110,7 @@ async function stream(client, payload, { agent, expect, bounds }) {
       const kind = meta.type ?? "final";
       r.types.push(kind);
       if (kind === "stream_token") {
+        r.token_events++;
         joined += meta.token;
         if (r.first === null) firstSeen();
         r.first ??= t;
@@ -113,6 +129,7 @@ async function stream(client, payload, { agent, expect, bounds }) {
       tokensSeen = Math.max(tokensSeen, k);
       if (r.first === null) firstSeen();
       r.first ??= t;
+      r.token_events++;
       joined = content;
       final = content;
     }
@@ -143,6 +160,8 @@ async function streams() {
   const rounds = [];
   for (let round = 0; round < (spec.rounds ?? 1); round++) {
     const start = now();
+    const cpu0 = process.cpuUsage();
+    streamBytes = 0;
     const results = await Promise.all(clients.map(async (c) => {
       const offset = now() - start;
       const r = await stream(c, { message: spec.message },
@@ -150,7 +169,9 @@ async function streams() {
       r.offset = offset;
       return r;
     }));
-    rounds.push({ wall_ms: now() - start, streams: results });
+    const cpu = process.cpuUsage(cpu0);
+    rounds.push({ wall_ms: now() - start, cpu_ms: (cpu.user + cpu.system) / 1000,
+                  bytes: streamBytes, streams: results });
   }
   return { mode: "streams", rounds };
 }

@@ -15,13 +15,16 @@ answers the next one (a model that answers differently each time it is asked).
 `GET /seen` lists the tool results and tools offered per request (`left`: replies still
 queued); `GET /received` the system prompts and tool descriptions of the last requests (the words a
 real model would get), `DELETE /received` forgets them.
-Run: `python tests/testkit/openai_stub.py PORT [MODE]`.
+Run: `python tests/testkit/openai_stub.py PORT [MODE]`. `OPENAI_STUB_TOKEN_DELAY_S` paces its
+streamed chunks (default 0.005 s after each; bench/agent_scale.py --model http: a model at 30
+tokens/s that the agent and its peer both call).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -43,7 +46,9 @@ from agentchat.agent.graph.offline.planner import OfflinePlanner, _chunks
 from testkit.obedient import obey
 
 STATE: dict[str, Any] = {"mode": "ok", "requests": 0, "script": [], "seen": [],
-                         "received": [], "fresh_only": False}
+                         "received": [], "fresh_only": False,
+                         "token_delay_s": float(os.environ.get("OPENAI_STUB_TOKEN_DELAY_S",
+                                                               "0.005"))}
 
 
 def scripted(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
@@ -130,7 +135,7 @@ async def completions(request: Request) -> Response:
                 chunk = {**base, "choices": [{"index": 0, "delta": delta,
                                               "finish_reason": None}]}
                 yield f"data: {json.dumps(chunk)}\n\n"
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(STATE["token_delay_s"])
         done = {**base, "choices": [{"index": 0, "delta": {},
                                      "finish_reason": "tool_calls" if plan.tool_calls
                                      else "stop"}]}
