@@ -65,7 +65,7 @@ ENTRYPOINT ["agentchat"]
 # ---- the agent: FastAPI + Gradio on 7860, and the built page (only web/build: no Node) ----
 FROM runtime AS agent
 COPY --from=web /web/build /opt/agentchat/web
-ENV AGENTCHAT_AGENT_UI_DIR=/opt/agentchat/web
+ENV AGENTCHAT_AGENT_TUNING__UI_DIR=/opt/agentchat/web
 EXPOSE 7860
 CMD ["serve", "--host", "0.0.0.0", "--port", "7860"]
 

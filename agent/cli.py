@@ -21,7 +21,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from agentchat.agent.main import MountPathClash, create_app
     from agentchat.agent.settings import AgentSettings
-    from agentchat.settings import report_unknown_env
+    from agentchat.settings import refusals, report_unknown_env
 
     # A warning per AGENTCHAT_* variable nobody reads, before the settings may refuse.
     report_unknown_env(AgentSettings)
@@ -34,7 +34,7 @@ def _serve(args: argparse.Namespace) -> int:
         settings = AgentSettings(**overrides)
     except ValidationError as e:
         # One line per refusal, never the input (the environment holds secrets).
-        reasons = "; ".join(err["msg"] for err in e.errors())
+        reasons = refusals(AgentSettings, e.errors())
         print(f"agentchat serve: refusing to start: {reasons}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")

@@ -46,7 +46,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
             log.info("database schema at migration %d (this version needs %d)", version,
                      REQUIRED_SCHEMA)
         holder.services = await build_services(settings)
-        frozen = heap.tune(freeze=settings.gc_freeze, gen0_threshold=settings.gc_gen0_threshold)
+        frozen = heap.tune(freeze=settings.tuning.gc_freeze,
+                           gen0_threshold=settings.tuning.gc_gen0_threshold)
         log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(), frozen)
         try:
             yield
@@ -62,14 +63,14 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     # REST route before reaching its mount (no REST route lies under the mount path).
     mounted = mount.mount(app, holder, settings)
     app.include_router(api_router)
-    _refuse_shadowed_routes(app, settings.mount_path)
+    _refuse_shadowed_routes(app, settings.tuning.mount_path)
     # Every error, whoever raises it, as `{code, detail}`; a database outage is 503.
     install_error_handlers(app, log, unavailable=STORAGE_ERRORS)
     # Added last so it is the outermost middleware: an oversized body is refused (413) before
     # anything buffers it. Gradio's upload route is exempt: its quotas are the file guard's
     # (agent/gradio/upload_quota.py), which counts the body's parts before Gradio writes them.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
-                       exempt=gradio_upload_paths(settings.mount_path))
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.tuning.max_body_bytes,
+                       exempt=gradio_upload_paths(settings.tuning.mount_path))
     return mounted
 
 
@@ -84,6 +85,6 @@ def _refuse_shadowed_routes(app: FastAPI, mount_path: str) -> None:
     shadowed = [p for p in app.openapi()["paths"] if p == prefix or p.startswith(prefix + "/")
                 or not prefix]
     if shadowed:
-        raise MountPathClash(f"AGENTCHAT_AGENT_MOUNT_PATH {mount_path!r} would hide the REST "
-                             f"routes {', '.join(sorted(shadowed)[:3])}: choose a path of its "
-                             "own")
+        raise MountPathClash(f"AGENTCHAT_AGENT_TUNING__MOUNT_PATH {mount_path!r} would hide "
+                             f"the REST routes {', '.join(sorted(shadowed)[:3])}: choose a path "
+                             "of its own")

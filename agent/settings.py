@@ -1,16 +1,19 @@
-"""Settings of the agent service: AGENTCHAT_AGENT_<NAME> (the convention of agentchat/settings.py;
-the old AGENTCHAT_<NAME> still works, with a warning). agent/README_settings.md lists them."""
+"""Settings of the agent service: AGENTCHAT_AGENT_<NAME>, and its tuning
+AGENTCHAT_AGENT_TUNING__<NAME> (the convention of agentchat/settings.py).
+agent/README_settings.md lists them."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from agentchat.settings import SharedSettings, env_name
+from agentchat.settings import TUNING, ServerTuning, SharedSettings, env_name
 
 PLACEHOLDER_SECRET = "dev-client-secret"
 # A resume key shorter than this seals nothing (agent/storage/sealing.py).
@@ -43,9 +46,8 @@ PAGE_SUBPATH = "/page"
 MCP_PATH = "/api/agent/mcp"
 
 
-class SelectionSettings(SharedSettings):
-    """Tool-selection settings (AGENTCHAT_AGENT_<NAME>); AgentSettings extends it,
-    and `selector_for` reads it alone."""
+class SelectionTuning(BaseModel):
+    """Tool selection's tuning: the embedding fallback (agent/README_selection.md)."""
 
     selection_embeddings: str = "use"
     # None: the backend's own tuned threshold.
@@ -61,44 +63,27 @@ class SelectionSettings(SharedSettings):
     embeddings_document_prefix: str = ""
 
 
-class AgentSettings(SelectionSettings):
-    """The agent's settings; the tool-selection ones come from SelectionSettings."""
+class AgentTuning(ServerTuning, SelectionTuning):
+    """What the agent's benchmarks and tests change, and no deployment needs to:
+    AGENTCHAT_AGENT_TUNING__<NAME> (agent/README_settings.md, "Tuning"). The token cache,
+    the collector and the body limit are the shared ServerTuning's, with the agent's defaults."""
 
-    # A refused setting never echoes the environment (keys, passwords in URLs) into the error.
-    model_config = SettingsConfigDict(hide_input_in_errors=True)
+    # A full collection at 200 live streams took ~430 ms unfrozen, ~140 frozen; ~900 young
+    # collections of ~2.8 ms each a 200-stream round at Python's 700, 5 at 50,000. The body
+    # limit is any REST or /chat request's (not Gradio's upload route, which has its own
+    # per-file limit): over it is 413 INVALID_REQUEST before a route sees it (agentchat/asgi.py).
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {"gc_gen0_threshold": 50_000,
+                                             "max_body_bytes": 1024 * 1024}
 
-    host: str = "127.0.0.1"
-    port: int = 7860
     mount_path: str = "/api/agent/gradio"
-
-    # The policy sidecar and its decision budget (docs/protocol.md §5: 200 ms).
-    policy_url: str = "http://127.0.0.1:8181"
+    # The sidecar's decision budget (docs/protocol.md §5: 200 ms).
     policy_timeout_s: float = 0.2
     # How often the catalog file is stat'ed for a change (agentchat/catalog_source.py): a
     # check asked in between carries the old revision, which the sidecar refuses once it has
     # the new one (POLICY_UNAVAILABLE, retryable).
     catalog_check_s: float = Field(default=1.0, gt=0)
-    # A verified user token is kept (by its sha256) until min(exp, this many seconds), while
-    # the JWKS file is unchanged: a submit shows it on each of its Gradio requests and to
-    # /chat, and each full check is an RSA verification on the event loop. 0 entries: off.
-    token_cache_s: float = Field(default=60.0, ge=0, le=600)
-    token_cache_size: int = Field(default=10_000, ge=0)
-
-    # The ss-tools API (the sandbox in dev).
-    sstools_url: str = "http://127.0.0.1:8800"
-    # The service JWT: a file re-read when it changes (the operator's Secret), or else the
-    # ss-tools endpoint POST /api/auth/service-token with a client secret.
-    service_token_file: Path | None = None
-    service_token_url: str | None = None
-    service_client_id: str = "agentchat-agent"
-    service_client_secret: str | None = None
+    # A fetched service token is refreshed this long before it expires.
     service_token_refresh_margin_s: int = 120
-
-    # The model: "offline" (the deterministic planner) or an init_chat_model id.
-    llm: str = "offline"
-    llm_base_url: str | None = None
-    llm_api_key: str | None = None
-    llm_timeout_s: float = 60.0
     # Offline planner pacing, seconds per token (0: as fast as possible).
     planner_token_delay_s: float = 0.0
     # GET /api/agent/llm-status answers from a probe at most this old (one outbound call per
@@ -122,9 +107,8 @@ class AgentSettings(SelectionSettings):
     # a client notices a dead connection after two missed beats; tests shorten it.
     stream_heartbeat_s: float = Field(default=15.0, gt=0)
 
-    # Conversations: the multi-tab lease and the confirmation cards.
+    # The multi-tab lease after a run's last event.
     lease_s: float = 30.0
-    confirmation_ttl_s: float = 300.0
 
     # Runs (docs/protocol.md §4, "Runs"): each run's events kept for joins, at most this many
     # per run (the oldest go first); off only for the benchmark's baseline (dev mode only:
@@ -142,12 +126,6 @@ class AgentSettings(SelectionSettings):
     run_takeover: bool = True
     run_max_attempts: int = Field(default=3, ge=1)
     run_takeover_poll_s: float = Field(default=0.5, gt=0)
-    # The keys that seal the user token a live run keeps for its takeover
-    # (agent/storage/sealing.py), newest first: a list separated by commas or newlines, or a
-    # file holding one a line (the operator's, re-read when it changes); unset: one derived
-    # from `service_client_secret`.
-    resume_key: str | None = None
-    resume_key_file: Path | None = None
     # Joiners on another replica learn of new events by LISTEN on this direct connection
     # (default: the database URL); `join_listen=false` (e.g. behind a transaction-pooling
     # PgBouncer, where LISTEN does not work) polls every `join_poll_s` instead.
@@ -156,19 +134,10 @@ class AgentSettings(SelectionSettings):
     join_poll_s: float = Field(default=0.25, gt=0)
     # A submit while the same tab's previous run is still stopping waits this long for it.
     stop_wait_s: float = Field(default=2.0, ge=0)
-    # Live runs this replica takes at most (AGENT_SATURATED beyond), and how long a SIGTERM
-    # lets them finish before they are marked lost.
-    max_live_runs: int = Field(default=1000, ge=1)
-    drain_s: float = Field(default=30.0, ge=0)
     # Once no run has been live for this long, the replica collects garbage and hands the
     # freed heap back to the OS (glibc's malloc_trim), so RSS comes back after a burst of
     # streams (docs/architecture.md, "Streaming at scale"). 0: never.
     idle_trim_s: float = Field(default=2.0, ge=0)
-    # The garbage collector (agentchat/heap.py): what survives start-up frozen out of its walks,
-    # and its first generation collected every `gc_gen0_threshold` net allocations (0:
-    # Python's own, 700).
-    gc_freeze: bool = True
-    gc_gen0_threshold: int = Field(default=50_000, ge=0)
     # This replica's name in the runs table (default: host name and process id).
     replica: str | None = None
 
@@ -178,16 +147,12 @@ class AgentSettings(SelectionSettings):
     max_files: int = 5
     max_file_bytes: int = 1024 * 1024
     max_files_total_bytes: int = 5 * 1024 * 1024  # all of one message's files
-    # Any REST or /chat request body (not Gradio's upload route, which has its own per-file
-    # limit): over it is 413 INVALID_REQUEST before a route sees it (agentchat/asgi.py).
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1)
     # Gradio's upload route (agent/chat/upload_book.py; per replica, like the files): what one
-    # user may hold in the upload folder, uploads a minute, all users' bytes (the chart sets it
-    # under the upload volume's size limit), and how long an unused upload is kept.
+    # user may hold in the upload folder, uploads a minute, and how long an unused upload is
+    # kept (all users' bytes are the public `upload_bytes_per_replica`).
     upload_files_per_user: int = Field(default=20, ge=1)
     upload_bytes_per_user: int = Field(default=20 * 1024 * 1024, ge=1)
     uploads_per_minute_per_user: int = Field(default=10, ge=1)
-    upload_bytes_per_replica: int = Field(default=48 * 1024 * 1024, ge=1)
     upload_expiry_s: float = Field(default=3600.0, gt=0)
 
     # Per-user limits on /chat (agent/chat/user_limits.py; per replica): runs at once, streams at
@@ -200,15 +165,76 @@ class AgentSettings(SelectionSettings):
     # Tool output trimmed to what a card can show.
     max_tool_output_chars: int = 4000
 
+    # How often each replica's sweeper applies the audit trail's retention.
+    audit_prune_interval_s: float = Field(default=3600.0, gt=0)
+    # The notification outbox: how often each replica looks for due notifications, and the
+    # first retry's delay (doubling, at most 5 minutes).
+    outbox_poll_s: float = Field(default=1.0, gt=0)
+    outbox_retry_s: float = Field(default=5.0, gt=0)
+
+    # The built page (web/build): unset is the checkout's own; the image sets a fixed path.
+    ui_dir: Path = Path(__file__).resolve().parents[1] / "web" / "build"
+
+
+class SelectionSettings(SharedSettings):
+    """The settings tool selection reads: the shared ones and the selection tuning, under the
+    agent's names (AGENTCHAT_AGENT_TUNING__SELECTION_*); AgentSettings extends it, and
+    `selector_for` reads it alone."""
+
+    tuning: SelectionTuning = Field(default_factory=SelectionTuning)
+
+
+class AgentSettings(SelectionSettings):
+    """What a deployment of the agent sets (agent/README_settings.md); the rest is `tuning`."""
+
+    # A refused setting never echoes the environment (keys, passwords in URLs) into the error.
+    model_config = SettingsConfigDict(hide_input_in_errors=True)
+
+    host: str = "127.0.0.1"
+    port: int = 7860
+
+    # The policy sidecar.
+    policy_url: str = "http://127.0.0.1:8181"
+
+    # The ss-tools API (the sandbox in dev).
+    sstools_url: str = "http://127.0.0.1:8800"
+    # The service JWT: a file re-read when it changes (the operator's Secret), or else the
+    # ss-tools endpoint POST /api/auth/service-token with a client secret.
+    service_token_file: Path | None = None
+    service_token_url: str | None = None
+    service_client_id: str = "agentchat-agent"
+    service_client_secret: str | None = None
+
+    # The model: "offline" (the deterministic planner) or an init_chat_model id.
+    llm: str = "offline"
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_timeout_s: float = 60.0
+
+    # A confirmation card's life.
+    confirmation_ttl_s: float = 300.0
+
+    # The keys that seal the user token a live run keeps for its takeover
+    # (agent/storage/sealing.py), newest first: a list separated by commas or newlines, or a
+    # file holding one a line (the operator's, re-read when it changes); unset: one derived
+    # from `service_client_secret`.
+    resume_key: str | None = None
+    resume_key_file: Path | None = None
+    # Live runs this replica takes at most (AGENT_SATURATED beyond), and how long a SIGTERM
+    # lets them finish before they are marked lost.
+    max_live_runs: int = Field(default=1000, ge=1)
+    drain_s: float = Field(default=30.0, ge=0)
+    # All users' uploads on this replica together (the chart sets it under the upload
+    # volume's size limit; the per-user quotas are tuning).
+    upload_bytes_per_replica: int = Field(default=48 * 1024 * 1024, ge=1)
+
     # The audit trail of write and destructive calls (agent/audit/): off only for the
     # benchmark's baseline (dev mode only: `dev_only_switches`). Retention cuts a prefix of
-    # the chain older than this many days (0 keeps everything), in the sweeper at most every
-    # `audit_prune_interval_s`; it is the trail's own, never the checkpoint pruner's.
-    # `audit_role` (`role` or `role@env` in the user token) reads every record, or that
-    # environment's, at GET /api/agent/audit.
+    # the chain older than this many days (0 keeps everything), in the sweeper; it is the
+    # trail's own, never the checkpoint pruner's. `audit_role` (`role` or `role@env` in the
+    # user token) reads every record, or that environment's, at GET /api/agent/audit.
     audit: bool = True
     audit_retention_days: float = Field(default=365.0, ge=0)
-    audit_prune_interval_s: float = Field(default=3600.0, gt=0)
     audit_role: str = Field(default="auditor", pattern=r"^[A-Za-z0-9_.-]+$")
     # The key of the audit's session hashes (agent/audit/trail.py `session_ref`); unset: a
     # random key per process. Every replica needs the same one to correlate a tab's answers.
@@ -228,10 +254,6 @@ class AgentSettings(SelectionSettings):
     approval_email_to: dict[str, list[str]] = Field(default_factory=dict)
     approval_escalation_email_to: dict[str, list[str]] = Field(default_factory=dict)
     public_url: str = ""
-    # The outbox: how often each replica looks for due notifications, and the first retry's
-    # delay (doubling, at most 5 minutes).
-    outbox_poll_s: float = Field(default=1.0, gt=0)
-    outbox_retry_s: float = Field(default=5.0, gt=0)
 
     # Origins (`https://ss.example.com`) besides the agent's own host and `public_url`'s from
     # which a browser may change things over REST (agent/api/deps.py `same_site`), as JSON.
@@ -250,12 +272,12 @@ class AgentSettings(SelectionSettings):
     # The people's page at /api/agent/ui/ (agent/api/routes/ui.py): unset means on in dev and
     # off otherwise (production serves it only behind an ingress that injects Authorization).
     ui_enabled: bool | None = None
-    # The built page (web/build): unset is the checkout's own; the image sets a fixed path.
-    ui_dir: Path = Path(__file__).resolve().parents[1] / "web" / "build"
 
     # The built-in Gradio page at the mount path + PAGE_SUBPATH (agent/gradio/page.py): unset means
     # on in dev and off otherwise (the Svelte panel is the product UI); off, its paths are 404.
     page_enabled: bool | None = None
+
+    tuning: AgentTuning = Field(default_factory=AgentTuning)
 
     @field_validator("smtp_url")
     @classmethod
@@ -295,8 +317,8 @@ class AgentSettings(SelectionSettings):
 
     def dev_only_switches(self) -> list[str]:
         """The audit trail and the run event log off: the benchmarks' baselines only."""
-        return [f"{env_name(type(self), name)}=false" for name in ("audit", "run_events")
-                if not getattr(self, name)]
+        off = {"audit": self.audit, f"{TUNING}.run_events": self.tuning.run_events}
+        return [f"{env_name(type(self), name)}=false" for name, on in off.items() if not on]
 
     @model_validator(mode="after")
     def _no_placeholders_outside_dev(self) -> AgentSettings:

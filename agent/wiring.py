@@ -105,7 +105,7 @@ class Services:
 
 
 async def build_services(settings: AgentSettings) -> Services:
-    catalogs = CatalogSource(settings.catalog_path, check_s=settings.catalog_check_s)
+    catalogs = CatalogSource(settings.catalog_path, check_s=settings.tuning.catalog_check_s)
     pool = create_pool(resolve_database_url(settings), max_size=settings.db_pool_max)
     await pool.open(wait=True, timeout=30)
     async with pool.connection() as conn:
@@ -122,17 +122,17 @@ async def build_services(settings: AgentSettings) -> Services:
     deps = GraphDeps(
         catalogs=catalogs,
         llm=make_llm(settings),
-        policy=PolicyClient(url=settings.policy_url, timeout_s=settings.policy_timeout_s,
+        policy=PolicyClient(url=settings.policy_url, timeout_s=settings.tuning.policy_timeout_s,
                             tokens=tokens, http=http),
         tools=ToolRuntime(base_url=settings.sstools_url, tokens=tokens,
-                          http=http, max_output_chars=settings.max_tool_output_chars),
+                          http=http, max_output_chars=settings.tuning.max_tool_output_chars),
         audit=audit,
         grants=functools.partial(grant_records.covering, pool),
     )
     graph = build_graph(deps).compile(checkpointer=saver)
-    runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.lease_s, checkpointer=saver)
-    verifier = CachedVerifier(user_verifier(settings), ttl_s=settings.token_cache_s,
-                              max_size=settings.token_cache_size)
+    runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.tuning.lease_s, checkpointer=saver)
+    verifier = CachedVerifier(user_verifier(settings), ttl_s=settings.tuning.token_cache_s,
+                              max_size=settings.tuning.token_cache_size)
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
     selection = TurnToolChooser(settings, catalogs)
@@ -143,14 +143,14 @@ async def build_services(settings: AgentSettings) -> Services:
                 answers=CardAnswers(pool=pool, runner=runner, policy=deps.policy,
                                     catalogs=catalogs, audit=audit),
                 conversations=Conversations(pool=pool, catalogs=catalogs,
-                                            run_lost_s=settings.run_lost_s),
+                                            run_lost_s=settings.tuning.run_lost_s),
                 audit_log=AuditLog(pool=pool, audit_role=settings.audit_role),
                 llm_status=LlmStatusProbe(settings, http))
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
-    sweeper = Sweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.lease_s,
+    sweeper = Sweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.tuning.lease_s,
                             retention=Retention(db=pool, days=settings.audit_retention_days,
-                                                interval_s=settings.audit_prune_interval_s),
-                            upload_expiry_s=settings.upload_expiry_s)
+                                                interval_s=settings.tuning.audit_prune_interval_s),
+                            upload_expiry_s=settings.tuning.upload_expiry_s)
     sweeper.start()
     takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts, audit=audit)
     takeover.start()
@@ -161,7 +161,7 @@ async def build_services(settings: AgentSettings) -> Services:
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
                     hub=hub, listener=listener,
                     sweeper=sweeper, takeover=takeover,
-                    rest_writes=PerMinute(settings.max_rest_writes_per_minute_per_user,
+                    rest_writes=PerMinute(settings.tuning.max_rest_writes_per_minute_per_user,
                                           "writes"),
                     approvals=Approvals(pool=pool, chat=chat, policy=deps.policy,
                                         catalogs=catalogs, audit=audit),

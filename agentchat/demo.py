@@ -27,9 +27,12 @@ from typing import Any
 
 import httpx
 
-from agentchat.settings import SharedSettings, renamed
+from agentchat.settings import SharedSettings
 
 DEMO_CLIENT_SECRET = "dev-client-secret"
+# The demo's own defaults for two of the agent's tuning settings; the shell may set them.
+PLANNER_DELAY = "AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S"
+TAKEOVER = "AGENTCHAT_AGENT_TUNING__RUN_TAKEOVER"
 
 
 def _wait_ready(name: str, url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -109,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
     asyncio.run(migrate_url(url))
 
     exe = str(Path(sys.executable).parent / "agentchat")
-    base = renamed(os.environ)  # the agent's old variable names, if any, under the new ones
+    base = dict(os.environ)
     env = {**base, "DATABASE_URL": url, "AGENTCHAT_MODE": "dev",
            "AGENTCHAT_DATA_DIR": str(settings.data_dir),
            "AGENTCHAT_SANDBOX_CLIENT_SECRET": DEMO_CLIENT_SECRET,
@@ -118,13 +121,12 @@ def _run(args: argparse.Namespace) -> int:
                f"http://127.0.0.1:{args.sandbox_port}/api/auth/service-token",
            "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": DEMO_CLIENT_SECRET,
            "AGENTCHAT_AGENT_POLICY_URL": f"http://127.0.0.1:{args.policy_port}",
-           "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": base.get(
-               "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S", "0.03"),
+           PLANNER_DELAY: base.get(PLANNER_DELAY, "0.03"),
            # A stop must end within 10 s: live turns get 2 s, then are marked lost. The demo
            # is one replica: no other would take a released run over (docs/protocol.md §4,
            # "Takeover"), and its user token would wait in the database until the next start.
            "AGENTCHAT_AGENT_DRAIN_S": base.get("AGENTCHAT_AGENT_DRAIN_S", "2"),
-           "AGENTCHAT_AGENT_RUN_TAKEOVER": base.get("AGENTCHAT_AGENT_RUN_TAKEOVER", "false")}
+           TAKEOVER: base.get(TAKEOVER, "false")}
     children: list[tuple[str, subprocess.Popen[bytes]]] = []
     plan: list[tuple[str, list[str], str]] = [
         ("sandbox", ["sandbox", "--port", str(args.sandbox_port)],

@@ -4,17 +4,22 @@ Each component's settings class extends :class:`SharedSettings` (one class per c
 instantiated once at its entry point). Values come from the environment:
 
 - a shared setting (declared here) is ``AGENTCHAT_<NAME>`` (plus ``DATABASE_URL``);
-- a component's own setting is ``AGENTCHAT_<COMPONENT>_<NAME>``: ``AGENTCHAT_AGENT_LEASE_S``,
-  ``AGENTCHAT_POLICY_DIR``, ``AGENTCHAT_OPERATOR_TICK_S``, ``AGENTCHAT_SANDBOX_PORT``. The
-  component is the package that declares the field (``agentchat.agent.*`` is the agent, the
-  tool-selection settings included); a field already named after its component
-  (``policy_dir``) is not prefixed twice. Keyword arguments use the field names.
+- a component's own setting is ``AGENTCHAT_<COMPONENT>_<NAME>``: ``AGENTCHAT_AGENT_LLM``,
+  ``AGENTCHAT_POLICY_DIR``, ``AGENTCHAT_OPERATOR_NAMESPACES``, ``AGENTCHAT_SANDBOX_PORT``. The
+  component is the package that declares the field (``agentchat.agent.*`` is the agent); a
+  field already named after its component (``policy_dir``) is not prefixed twice;
+- a component's tuning (what its own table calls tuning: intervals, caches, limits nobody
+  outside its benchmarks needs to change) is one nested model, the field :data:`TUNING`, whose
+  fields are ``AGENTCHAT_<COMPONENT>_TUNING__<NAME>`` (pydantic-settings' nested delimiter,
+  :data:`NESTED`): ``AGENTCHAT_AGENT_TUNING__LEASE_S``. Keyword arguments use the field names
+  (``AgentSettings(tuning={"lease_s": 3})``).
 
-The agent's variables were ``AGENTCHAT_<NAME>`` until the convention: those names
-(:data:`RENAMED_ENV`) still work, with a warning naming the new one, and lose to the new name
-when both are set. :func:`report_unknown_env` warns at start about an ``AGENTCHAT_*``
-variable nobody reads, with a close match when there is one. Each component's README lists
-its variables; ``tests/core/test_docs.py`` keeps those tables and the classes in step.
+Knobs more than one component reads are declared once: the shared settings here, and
+:class:`ServerTuning`, the tuning of each process that verifies tokens over HTTP (the agent and
+the policy sidecar). :func:`report_unknown_env` warns at start about an ``AGENTCHAT_*``
+variable nobody reads (a typo, a name from an old README), with a close match when there is
+one. Each component's README lists its variables; ``tests/core/test_docs.py`` keeps those
+tables and the classes in step.
 """
 
 from __future__ import annotations
@@ -22,13 +27,12 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-import warnings
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -44,26 +48,9 @@ COMPONENTS = ("agent", "policy", "operator", "sandbox")
 
 log = logging.getLogger("agentchat.settings")
 
-# The agent's variables before the convention (old name -> new name). Frozen history: it never
-# grows; tests/core/test_settings.py checks it against AgentSettings.
-RENAMED_ENV: dict[str, str] = {
-    f"{ENV_PREFIX}{name}": f"{ENV_PREFIX}AGENT_{name}" for name in (
-        "HOST", "PORT", "MOUNT_PATH", "POLICY_URL", "POLICY_TIMEOUT_S", "SSTOOLS_URL",
-        "SERVICE_TOKEN_FILE", "SERVICE_TOKEN_URL", "SERVICE_CLIENT_ID", "SERVICE_CLIENT_SECRET",
-        "SERVICE_TOKEN_REFRESH_MARGIN_S", "LLM", "LLM_BASE_URL", "LLM_API_KEY", "LLM_TIMEOUT_S",
-        "PLANNER_TOKEN_DELAY_S", "LLM_STATUS_CACHE_S", "FLUSH_INTERVAL_S", "CHAT_CONCURRENCY",
-        "LEASE_S", "CONFIRMATION_TTL_S", "MAX_TEXT_BYTES", "MAX_UICONTEXT_BYTES", "MAX_FILES",
-        "MAX_FILE_BYTES", "MAX_FILES_TOTAL_BYTES", "MAX_BODY_BYTES",
-        "MAX_CONCURRENT_RUNS_PER_USER", "MAX_SUBMITS_PER_MINUTE_PER_USER",
-        "MAX_TOOL_OUTPUT_CHARS", "DB_POOL_MAX", "SELECTION_EMBEDDINGS", "SELECTION_THRESHOLD",
-        "SELECTION_MIN_TOOLS", "SELECTION_FALLBACK_TOP_K", "SELECTION_INTENT_BONUS",
-        "EMBEDDINGS_URL", "EMBEDDINGS_MODEL", "EMBEDDINGS_API_KEY", "EMBEDDINGS_TIMEOUT_S",
-        "EMBEDDINGS_QUERY_PREFIX", "EMBEDDINGS_DOCUMENT_PREFIX",
-    )
-}
-
-
-_OLD_NAME = {new: old for old, new in RENAMED_ENV.items()}
+# The nested tuning model's field, and the delimiter of its variables' names.
+TUNING = "tuning"
+NESTED = "__"
 
 
 def component_of(cls: type[BaseSettings], field_name: str) -> str | None:
@@ -88,7 +75,11 @@ def _explicit_alias(field: FieldInfo) -> str | None:
 
 
 def env_name(cls: type[BaseSettings], field_name: str) -> str:
-    """The environment variable of one field, by the convention above."""
+    """The environment variable of one field, by the convention above; a tuning field is
+    named by its path (``tuning.lease_s``)."""
+    if "." in field_name:
+        outer, inner = field_name.split(".", 1)
+        return f"{env_name(cls, outer)}{NESTED}{inner.upper()}"
     explicit = _explicit_alias(cls.model_fields[field_name])
     if explicit is not None:
         return explicit
@@ -99,49 +90,40 @@ def env_name(cls: type[BaseSettings], field_name: str) -> str:
     return ENV_PREFIX + name
 
 
+def tuning_model(cls: type[BaseSettings]) -> type[BaseModel] | None:
+    """The class of a settings class's nested tuning, if it has one."""
+    field = cls.model_fields.get(TUNING)
+    kind = field.annotation if field is not None else None
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
 def env_names(cls: type[BaseSettings]) -> dict[str, str]:
-    """field name -> environment variable, for every field of a settings class."""
-    return {name: env_name(cls, name) for name in cls.model_fields}
+    """field name -> environment variable, for every setting of a class: its fields, and its
+    tuning's fields by their path (``tuning.lease_s``) instead of the tuning itself."""
+    names = {name: env_name(cls, name) for name in cls.model_fields if name != TUNING}
+    tuning = tuning_model(cls)
+    if tuning is not None:
+        names |= {f"{TUNING}.{n}": env_name(cls, f"{TUNING}.{n}") for n in tuning.model_fields}
+    return names
 
 
-def renamed(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` with each old agent name replaced by its new name (the new name wins when
-    both are given). For callers that assemble a component's environment (tests, bench)."""
-    out: dict[str, str] = {}
-    for key, value in environ.items():
-        new = RENAMED_ENV.get(key)
-        if new is None:
-            out[key] = value
-        elif new not in environ:
-            out[new] = value
-    return out
-
-
-def _deprecated(old: str, new: str, *, ignored: bool) -> None:
-    msg = (f"{old} is ignored: {new} is set, and {old} is its deprecated old name"
-           if ignored else f"{old} is deprecated; use {new}")
-    warnings.warn(msg, DeprecationWarning, stacklevel=2)
-    log.warning("%s", msg)
+def refusals(cls: type[BaseSettings], errors: Iterable[Mapping[str, Any]]) -> str:
+    """A settings class's validation errors, one per refused variable, named, never the
+    input (the environment holds secrets): for a command's "refusing to start" line."""
+    out = []
+    for err in errors:
+        path = ".".join(str(p) for p in err.get("loc", ()))
+        try:
+            named = env_name(cls, path) if path else ""
+        except KeyError:
+            named = ""
+        msg = str(err["msg"])
+        out.append(f"{named}: {msg}" if named and named not in msg else msg)
+    return "; ".join(out)
 
 
 class ConventionEnvSource(EnvSettingsSource):
-    """The environment source with the convention's names and the old agent names."""
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        env = dict(super()._load_env_vars())
-        if self.case_sensitive:
-            return env
-        for field_name in self.settings_cls.model_fields:
-            new = env_name(self.settings_cls, field_name)
-            old = _OLD_NAME.get(new)
-            if old is None or old.lower() not in env:
-                continue
-            if new.lower() in env:
-                _deprecated(old, new, ignored=True)
-            else:
-                _deprecated(old, new, ignored=False)
-                env[new.lower()] = env[old.lower()]
-        return env
+    """The environment source with the convention's names."""
 
     def _extract_field_info(self, field: FieldInfo, field_name: str,
                             model_config: Mapping[str, Any] | None = None,
@@ -156,16 +138,20 @@ class ConventionEnvSource(EnvSettingsSource):
 
 
 def _core(name: str) -> str:
-    """A name without its component part: what a typo of an old or new name is closest to."""
+    """A name without its component and tuning parts: what a typo, or a name from before a
+    setting moved into its component's tuning, is closest to."""
     for c in COMPONENTS:
         if name.startswith(f"{ENV_PREFIX}{c.upper()}_"):
-            return ENV_PREFIX + name[len(ENV_PREFIX) + len(c) + 1:]
-    return name
+            name = ENV_PREFIX + name[len(ENV_PREFIX) + len(c) + 1:]
+            break
+    return name.replace(f"{TUNING.upper()}{NESTED}", "", 1)
 
 
 def suggest(name: str, candidates: Iterable[str]) -> str | None:
-    """The closest setting to a misspelt variable (difflib), by full name or without the
-    component part (AGENTCHAT_CONFIRM_TTL_S -> AGENTCHAT_AGENT_CONFIRMATION_TTL_S)."""
+    """The closest setting to a misspelt or outdated variable (difflib), by full name or
+    without the component and tuning parts (AGENTCHAT_CONFIRM_TTL_S ->
+    AGENTCHAT_AGENT_CONFIRMATION_TTL_S, AGENTCHAT_AGENT_LEASE_S ->
+    AGENTCHAT_AGENT_TUNING__LEASE_S)."""
     best: tuple[float, str] | None = None
     for cand in candidates:
         score = max(difflib.SequenceMatcher(None, name, cand).ratio(),
@@ -179,17 +165,16 @@ def report_unknown_env(settings_cls: type[BaseSettings],
                        environ: Mapping[str, str] | None = None) -> list[str]:
     """Warn (and return the warnings) about AGENTCHAT_* variables that name no setting this
     component reads: typos, or names from an old README. Variables in another component's
-    namespace (AGENTCHAT_<OTHER>_*) are that component's to report; the old agent names are
-    known (the agent warns about them when it reads them)."""
+    namespace (AGENTCHAT_<OTHER>_*) are that component's to report."""
     environ = os.environ if environ is None else environ
     own = set(env_names(settings_cls).values())
     mine = {component_of(settings_cls, f) for f in settings_cls.model_fields} - {None}
     others = tuple(f"{ENV_PREFIX}{c.upper()}_" for c in COMPONENTS if c not in mine)
-    candidates = sorted(own | set(RENAMED_ENV.values()))
+    candidates = sorted(own)
     out = []
     for name in sorted(environ):
         upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in own or upper in RENAMED_ENV:
+        if not upper.startswith(ENV_PREFIX) or upper in own:
             continue
         if others and upper.startswith(others):
             continue
@@ -201,11 +186,44 @@ def report_unknown_env(settings_cls: type[BaseSettings],
     return out
 
 
+class ServerTuning(BaseModel):
+    """The tuning every process that verifies tokens over HTTP reads: the agent and the policy
+    sidecar, each under its own tuning (AGENTCHAT_AGENT_TUNING__TOKEN_CACHE_S,
+    AGENTCHAT_POLICY_TUNING__TOKEN_CACHE_S), declared here once. A component whose own default
+    differs names it in ``DEFAULTS``."""
+
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {}
+
+    # A verified token is kept (by its sha256, never the token) until min(exp, this many
+    # seconds) while the JWKS file is unchanged (agentchat/verified_tokens.py). 0 entries: off.
+    token_cache_s: float = Field(default=60.0, ge=0, le=600)
+    token_cache_size: int = Field(default=10_000, ge=0)
+    # The garbage collector (agentchat/heap.py): what survives start-up frozen out of its walks,
+    # and its first generation collected every `gc_gen0_threshold` net allocations (0:
+    # Python's own, 700).
+    gc_freeze: bool = True
+    gc_gen0_threshold: int = Field(default=0, ge=0)
+    # Any request body over this is refused before a route reads it.
+    max_body_bytes: int = Field(default=64 * 1024, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _component_defaults(cls, data: Any) -> Any:
+        return {**cls.DEFAULTS, **data} if isinstance(data, dict) else data
+
+    @classmethod
+    def default_of(cls, name: str) -> Any:
+        """A field's default in this component (its DEFAULTS first)."""
+        if name in cls.DEFAULTS:
+            return cls.DEFAULTS[name]
+        return cls.model_fields[name].get_default(call_default_factory=True)
+
+
 class SharedSettings(BaseSettings):
     """Database, data folder, identities and the tool catalog."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore",
-                                      populate_by_name=True)
+                                      populate_by_name=True, env_nested_delimiter=NESTED)
 
     @classmethod
     def settings_customise_sources(
@@ -213,7 +231,7 @@ class SharedSettings(BaseSettings):
         env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The environment by the convention (module docstring), the old agent names included.
+        # The environment by the convention (module docstring).
         return (init_settings, ConventionEnvSource(settings_cls), dotenv_settings,
                 file_secret_settings)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -38,12 +39,19 @@ def _cmd_finalize(args: argparse.Namespace) -> int:
 
 def _cmd_operator(args: argparse.Namespace) -> int:
     import kopf
+    from pydantic import ValidationError
 
     from agentchat.operator.settings import OperatorSettings
-    from agentchat.settings import report_unknown_env
+    from agentchat.settings import refusals, report_unknown_env
 
     # A warning per AGENTCHAT_* variable nobody reads, before the settings may refuse.
     report_unknown_env(OperatorSettings)
+    try:
+        OperatorSettings()  # what main.SETTINGS reads, refused here with a line, no traceback
+    except ValidationError as e:
+        print(f"agentchat operator: refusing to start: {refusals(OperatorSettings, e.errors())}",
+              file=sys.stderr)
+        return 2
     from agentchat.operator import main  # registers the handlers
 
     settings = main.SETTINGS

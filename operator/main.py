@@ -1,6 +1,6 @@
 """kopf handlers, each a few lines calling a plain function in handlers/.
 
-Both timers tick every AGENTCHAT_OPERATOR_TICK_S and do nothing unless something is due:
+Both timers tick every AGENTCHAT_OPERATOR_TUNING__TICK_S and do nothing unless something is due:
 kopf fires timers at every start, so due checks against status keep a restart harmless.
 """
 
@@ -36,7 +36,7 @@ async def stop_metrics(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: An
     await handle_cleanup_operator(memo=memo, kopf_settings=settings)
 
 
-@kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.operator_tick_s,
+@kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="rotate-keys", interval=SETTINGS.tuning.tick_s,
             labels=LABELS)
 async def rotate_keys(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int = 0,
                       **_: Any) -> None:
@@ -45,7 +45,7 @@ async def rotate_keys(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry
 
 
 @kopf.timer(c.GROUP, c.VERSION, c.PLURAL, id="prune-checkpoints",
-            interval=SETTINGS.operator_tick_s, labels=LABELS)
+            interval=SETTINGS.tuning.tick_s, labels=LABELS)
 async def prune_checkpoints(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int = 0,
                             **_: Any) -> None:
     await handle_prune_agentchat(body=body, patch=patch, retry=retry, memo=memo,

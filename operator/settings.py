@@ -1,17 +1,33 @@
-"""Operator settings: AGENTCHAT_OPERATOR_<NAME> (the convention of agentchat/settings.py), on top of
-the shared ones; operator/README.md lists them."""
+"""Operator settings: AGENTCHAT_OPERATOR_<NAME>, and its tuning AGENTCHAT_OPERATOR_TUNING__<NAME>
+(the convention of agentchat/settings.py), on top of the shared ones; operator/README.md lists
+them."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from agentchat.settings import SharedSettings
+from agentchat.settings import TUNING, SharedSettings, env_name
+
+
+class OperatorTuning(BaseModel):
+    """The operator's own timing: what its tests change, and no deployment needs to."""
+
+    # How often the timers look at each AgentChat; every action is due-checked, so a short
+    # tick only costs a status read.
+    tick_s: float = Field(default=10.0, gt=0)
+    # Retries after a failure: base * 2**retry, capped.
+    backoff_base_s: float = Field(default=2.0, gt=0)
+    backoff_max_s: float = Field(default=300.0, gt=0)
+    # Seconds to wait for the database before a prune reports STORAGE_UNAVAILABLE.
+    database_timeout_s: float = Field(default=5.0, gt=0)
+    # The pruner sleeps this many times the duration of each unit of work (see pruning.py).
+    prune_pause_ratio: float = Field(default=1.0, ge=0)
+    # kopf's wait for its own patches to come back. 0 is for the tests' API stand-in, which
+    # keeps no resourceVersions (dev mode only: `dev_only_switches`).
+    consistency_timeout_s: float = Field(default=5.0, ge=0)
 
 
 class OperatorSettings(SharedSettings):
-    # How often the timers look at each AgentChat; every action is due-checked, so a short
-    # tick only costs a status read.
-    operator_tick_s: float = Field(default=10.0, gt=0)
     operator_liveness_host: str = "0.0.0.0"
     operator_liveness_port: int = 8080
     # Prometheus /metrics (operator/metrics.py) on a port of its own: kopf's liveness server
@@ -33,17 +49,16 @@ class OperatorSettings(SharedSettings):
     # finalizer on them (an uninstall without its hook deletes the AgentChat and the operator
     # together). 0: never.
     operator_release_on_stop_s: float = Field(default=3.0, ge=0)
-    # Retries after a failure: base * 2**retry, capped.
-    operator_backoff_base_s: float = Field(default=2.0, gt=0)
-    operator_backoff_max_s: float = Field(default=300.0, gt=0)
-    # Seconds to wait for the database before a prune reports STORAGE_UNAVAILABLE.
-    operator_database_timeout_s: float = Field(default=5.0, gt=0)
 
-    # The pruner sleeps this many times the duration of each unit of work (see pruning.py).
-    operator_prune_pause_ratio: float = Field(default=1.0, ge=0)
-    # kopf's wait for its own patches to come back (0 for an API without resourceVersions).
-    operator_consistency_timeout_s: float = Field(default=5.0, ge=0)
+    tuning: OperatorTuning = Field(default_factory=OperatorTuning)
 
     def backoff(self, retry: int) -> float:
-        return float(min(self.operator_backoff_base_s * 2 ** max(retry, 0),
-                         self.operator_backoff_max_s))
+        return float(min(self.tuning.backoff_base_s * 2 ** max(retry, 0),
+                         self.tuning.backoff_max_s))
+
+    def dev_only_switches(self) -> list[str]:
+        """No wait for kopf's own patches: the tests' API stand-in only; a real API server
+        keeps resourceVersions, and without the wait kopf may act on a stale object."""
+        if self.tuning.consistency_timeout_s > 0:
+            return []
+        return [f"{env_name(type(self), f'{TUNING}.consistency_timeout_s')}=0"]

@@ -117,7 +117,7 @@ class Sidecar:
         self.store = PolicyStore(settings.policy_dir, settings.catalog_path,
                                  settings.policy_tests_dir)
         self.store.listeners.append(self.metrics.on_reload)
-        ttl, size = settings.policy_token_cache_s, settings.policy_token_cache_size
+        ttl, size = settings.tuning.token_cache_s, settings.tuning.token_cache_size
         self.service = CachedVerifier(service_verifier(settings), ttl_s=ttl, max_size=size)
         # `role@env` may name the environments of the serving snapshot's catalog (it reloads).
         # Without a snapshot every POST is a 503 before the user token is read.
@@ -170,7 +170,7 @@ class Sidecar:
                           f"service token refused: {e.cause}") from None
 
     async def _body(self, request: Request) -> bytes:
-        limit = self.settings.policy_max_body_bytes
+        limit = self.settings.tuning.max_body_bytes
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             raise Refused(413, ErrorCode.INVALID_REQUEST, f"body over {limit // 1024} KB")
@@ -263,14 +263,14 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await sidecar.store.areload()
-        frozen = heap.tune(freeze=settings.policy_gc_freeze,
-                           gen0_threshold=settings.policy_gc_gen0_threshold)
+        frozen = heap.tune(freeze=settings.tuning.gc_freeze,
+                           gen0_threshold=settings.tuning.gc_gen0_threshold)
         log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(),
                  frozen)
         stop = asyncio.Event()
         watcher = asyncio.create_task(sidecar.store.watch(
-            stop, debounce_ms=settings.policy_reload_debounce_ms,
-            poll_s=settings.policy_reload_poll_s))
+            stop, debounce_ms=settings.tuning.reload_debounce_ms,
+            poll_s=settings.tuning.reload_poll_s))
         try:
             yield
         finally:
@@ -317,9 +317,9 @@ def create_app(settings: PolicySettings | None = None) -> FastAPI:
         started = time.perf_counter()
         service, body, user = await sidecar.admit(request, BatchBody)
         assert isinstance(body, BatchBody)
-        if len(body.checks) > settings.policy_max_batch:
+        if len(body.checks) > settings.tuning.max_batch:
             raise Refused(400, ErrorCode.INVALID_REQUEST,
-                          f"at most {settings.policy_max_batch} checks per batch")
+                          f"at most {settings.tuning.max_batch} checks per batch")
         results = [sidecar.check(service, user, c, started, batch=True).to_dict()
                    for c in body.checks]
         return _json({"results": results})

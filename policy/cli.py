@@ -14,6 +14,8 @@ from typing import Any
 def _settings(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
+    from agentchat.settings import refusals
+
     from .settings import PolicySettings
 
     overrides: dict[str, Any] = {}
@@ -27,7 +29,7 @@ def _settings(args: argparse.Namespace) -> Any:
         return PolicySettings(**overrides)
     except ValidationError as e:
         # One line per refusal, never the input (the environment may hold secrets).
-        reasons = "; ".join(err["msg"] for err in e.errors())
+        reasons = refusals(PolicySettings, e.errors())
         print(f"agentchat policy: refusing to start: {reasons}", file=sys.stderr)
         raise SystemExit(2) from None
 

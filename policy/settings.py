@@ -1,5 +1,5 @@
-"""Settings of the policy sidecar: AGENTCHAT_POLICY_<NAME> (the convention of
-agentchat/settings.py)."""
+"""Settings of the policy sidecar: AGENTCHAT_POLICY_<NAME>, and its tuning
+AGENTCHAT_POLICY_TUNING__<NAME> (the convention of agentchat/settings.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,21 @@ from pathlib import Path
 
 from pydantic import Field
 
-from agentchat.settings import PACKAGE_DATA, SharedSettings, env_name
+from agentchat.settings import PACKAGE_DATA, ServerTuning, SharedSettings, env_name
+
+
+class PolicyTuning(ServerTuning):
+    """What the sidecar's benchmarks and tests change: AGENTCHAT_POLICY_TUNING__<NAME>
+    (policy/README.md, "Tuning"). The token cache, the collector and the body limit are the
+    shared ServerTuning's: unfrozen, a full collection of the sidecar's start-up heap paused
+    every request ~55-65 ms under traced load (bench/observe_cost.py --gcstats); its first
+    generation keeps Python's threshold (0), its young collections cost ~0.1 ms."""
+
+    # Changes are grouped for this long before a reload (kubelet swaps several files at once).
+    reload_debounce_ms: int = Field(default=200, ge=1)
+    # Besides file events, the folder is re-checked this often (a missed event costs this much).
+    reload_poll_s: float = Field(default=10.0, gt=0)
+    max_batch: int = Field(default=100, ge=1)
 
 
 class PolicySettings(SharedSettings):
@@ -25,21 +39,8 @@ class PolicySettings(SharedSettings):
     # Neither (stdout off without a file) is for benchmarks and tests only: dev mode.
     policy_decision_log_path: Path | None = None
     policy_decision_log_stdout: bool = True
-    # Verified tokens are cached by sha256(token) until min(exp, this many seconds).
-    policy_token_cache_s: float = Field(default=60.0, ge=0, le=600)
-    policy_token_cache_size: int = Field(default=10_000, ge=0)
-    # Changes are grouped for this long before a reload (kubelet swaps several files at once).
-    policy_reload_debounce_ms: int = Field(default=200, ge=1)
-    # Besides file events, the folder is re-checked this often (a missed event costs this much).
-    policy_reload_poll_s: float = Field(default=10.0, gt=0)
-    # The garbage collector (agentchat/heap.py): what survives start-up is frozen out of its
-    # walks. Unfrozen, a full collection of the sidecar's start-up heap paused every request
-    # ~55-65 ms under traced load (bench/observe_cost.py --gcstats). The first generation
-    # keeps Python's threshold (0): the sidecar's young collections cost ~0.1 ms.
-    policy_gc_freeze: bool = True
-    policy_gc_gen0_threshold: int = Field(default=0, ge=0)
-    policy_max_body_bytes: int = 64 * 1024
-    policy_max_batch: int = Field(default=100, ge=1)
+
+    tuning: PolicyTuning = Field(default_factory=PolicyTuning)
 
     def dev_only_switches(self) -> list[str]:
         """No decision log at all (stdout off, no file): the benchmarks' and tests' quiet

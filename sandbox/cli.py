@@ -13,14 +13,19 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
     from agentchat.errors import CatalogError
     from agentchat.sandbox.app import create_app
     from agentchat.sandbox.settings import SandboxSettings
-    from agentchat.settings import report_unknown_env
+    from agentchat.settings import refusals, report_unknown_env
 
     # A warning per AGENTCHAT_* variable nobody reads, before the settings may refuse.
     report_unknown_env(SandboxSettings)
     try:
         settings = SandboxSettings()
         app = create_app(settings)
-    except (ValidationError, CatalogError) as e:
+    except ValidationError as e:
+        # One line per refusal, never the input (the environment holds the client secret).
+        print(f"agentchat sandbox: refusing to start: {refusals(SandboxSettings, e.errors())}",
+              file=sys.stderr)
+        return 2
+    except CatalogError as e:
         # A clear refusal instead of a traceback; settings errors never include the input.
         print(f"agentchat sandbox: refusing to start: {e}", file=sys.stderr)
         return 2

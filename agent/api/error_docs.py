@@ -29,7 +29,8 @@ _WHEN = {
     404: "NOT_FOUND: no such conversation, or another user's",
     409: "CONVERSATION_ARCHIVED: the conversation is archived; an approval's answer: "
          "STALE_CONFIRMATION, NO_PENDING_CONFIRMATION, ALREADY_ANSWERED, APPROVAL_EXPIRED",
-    413: "INVALID_REQUEST: the request body is over the limit (AGENTCHAT_AGENT_MAX_BODY_BYTES)",
+    413: "INVALID_REQUEST: the request body is over the limit "
+         "(AGENTCHAT_AGENT_TUNING__MAX_BODY_BYTES)",
     422: "INVALID_REQUEST: malformed input",
     429: "RATE_LIMITED: over the user's REST writes a minute (retryable; Retry-After)",
     500: "INTERNAL",

@@ -158,11 +158,10 @@ async def file_text(settings: AgentSettings, files: list[dict[str, Any]], owner:
 def _read_files(settings: AgentSettings, files: list[dict[str, Any]]) -> str:
     parts, total = [], 0
     for f in files:
-        data = read_upload(f["path"], f["key"], settings.max_file_bytes)
+        data = read_upload(f["path"], f["key"], settings.tuning.max_file_bytes)
         total += len(data)
-        if total > settings.max_files_total_bytes:
-            raise RefusedFile(f"the files are over {settings.max_files_total_bytes // 1024} KB"
-                              " together")
+        if total > (cap := settings.tuning.max_files_total_bytes):
+            raise RefusedFile(f"the files are over {cap // 1024} KB together")
         try:
             text = data.decode("utf-8")  # strict: invalid UTF-8 is not text
         except UnicodeDecodeError:

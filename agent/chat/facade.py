@@ -126,7 +126,7 @@ class Chat:
         at its next heartbeat (`run_heartbeat_s`), which is waited for up to the heartbeat and
         `stop_wait_s`; `stopping` if it has not ended by then."""
         row = await runs.find_run(self.pool, owner=owner, conversation_id=conversation_id,
-                                  run_id=run_id, lost_s=self.settings.run_lost_s)
+                                  run_id=run_id, lost_s=self.settings.tuning.run_lost_s)
         if row is None:
             raise AgentChatError(ErrorCode.NOT_FOUND, "no such run")
         if row["tab_id"] != tab:
@@ -138,13 +138,14 @@ class Chat:
         if live is not None and self.hub.stop(run_id):
             turn = self.runner.active.get(conversation_id)
             if turn is not None and turn.task is not None:
-                await asyncio.wait([turn.task], timeout=self.settings.stop_wait_s)
+                await asyncio.wait([turn.task], timeout=self.settings.tuning.stop_wait_s)
             return live.status if live.done else "cancelled"
         if not await runs.request_stop(self.pool, owner=owner, conversation_id=conversation_id,
                                        run_id=run_id, tab=tab):
             return await self._status_of(owner, conversation_id, run_id)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.run_heartbeat_s + self.settings.stop_wait_s
+        tuning = self.settings.tuning
+        deadline = loop.time() + tuning.run_heartbeat_s + tuning.stop_wait_s
         while loop.time() < deadline:
             status = await self._status_of(owner, conversation_id, run_id)
             if status != "running":
@@ -154,7 +155,7 @@ class Chat:
 
     async def _status_of(self, owner: str, conversation_id: str, run_id: str) -> str:
         row = await runs.find_run(self.pool, owner=owner, conversation_id=conversation_id,
-                                  run_id=run_id, lost_s=self.settings.run_lost_s)
+                                  run_id=run_id, lost_s=self.settings.tuning.run_lost_s)
         return str(row["status"]) if row is not None else "lost"
 
     # -- the kinds of submit ----------------------------------------------------------------------
@@ -219,8 +220,8 @@ class Chat:
         await self._settle_local(conversation_id, tab)
         async with submits.open_for_action(
                 self.pool, conversation_id=conversation_id, owner=owner, tab=tab,
-                lease_s=self.settings.lease_s, replica=self.hub.replica,
-                lost_s=self.settings.run_lost_s) as action:
+                lease_s=self.settings.tuning.lease_s, replica=self.hub.replica,
+                lost_s=self.settings.tuning.run_lost_s) as action:
             opened = action.opened
             if opened.pending is not None and not opened.pending["expired"]:
                 raise AgentChatError(ErrorCode.CONVERSATION_BUSY,
@@ -251,8 +252,8 @@ class Chat:
             try:
                 async with submits.open_for_action(
                         self.pool, conversation_id=cid, owner=principal.sub, tab=tab,
-                        lease_s=self.settings.lease_s, replica=self.hub.replica,
-                        lost_s=self.settings.run_lost_s) as action:
+                        lease_s=self.settings.tuning.lease_s, replica=self.hub.replica,
+                        lost_s=self.settings.tuning.run_lost_s) as action:
                     opened = action.opened
                     last = opened.last
                     if answering and not opened.elsewhere:
@@ -298,7 +299,7 @@ class Chat:
         if running is None or running.status != "running":
             return
         if running.tab == tab and running.task is not None:
-            await asyncio.wait([running.task], timeout=self.settings.stop_wait_s)
+            await asyncio.wait([running.task], timeout=self.settings.tuning.stop_wait_s)
             if running.task.done() or running.status != "running":
                 return
         raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
@@ -307,7 +308,7 @@ class Chat:
         """A run of this conversation live on another replica (the same tab reconnected to
         another pod): waited for like a local one; a dead replica's run is marked lost."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.stop_wait_s
+        deadline = loop.time() + self.settings.tuning.stop_wait_s
         while live:
             if stale := [str(r["id"]) for r in live if r["stale"]]:
                 # A new message from the run's own tab supersedes it: not taken over.
@@ -318,4 +319,4 @@ class Chat:
                 await asyncio.sleep(0.1)
             async with connection(self.pool) as conn:
                 live = await runs.live_elsewhere(conn, conversation_id, self.hub.replica,
-                                                 self.settings.run_lost_s)
+                                                 self.settings.tuning.run_lost_s)

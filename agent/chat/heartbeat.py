@@ -1,6 +1,6 @@
-"""The `heartbeat` event (docs/protocol.md §2): an open `/chat` stream that has sent nothing for
-`AGENTCHAT_AGENT_STREAM_HEARTBEAT_S` sends `{type: "heartbeat", run_id, seq}` (`seq` the last
-event's, not a new one), so a client notices a connection that died silently (a proxy that
+"""The `heartbeat` event (docs/protocol.md §2): an open `/chat` stream that has sent nothing
+for `AGENTCHAT_AGENT_TUNING__STREAM_HEARTBEAT_S` sends `{type: "heartbeat", run_id, seq}` (`seq`
+the last event's, not a new one), so a client notices a connection that died silently (a proxy that
 drops it, a laptop that slept) after two missed beats instead of when TCP gives up.
 
 `@gradio/client` does not surface the queue's own keep-alive to the caller, so the beat is an

@@ -38,9 +38,9 @@ class RunListener:
     re-opened after a failure; joiners wait on it with a bound, so a gap only slows them."""
 
     def __init__(self, settings: AgentSettings) -> None:
-        self.url = settings.listen_url or resolve_database_url(settings)
-        self.enabled = settings.join_listen
-        self.poll_s = settings.join_poll_s
+        self.url = settings.tuning.listen_url or resolve_database_url(settings)
+        self.enabled = settings.tuning.join_listen
+        self.poll_s = settings.tuning.join_poll_s
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._task: asyncio.Task[None] | None = None
         self.connected = False
@@ -92,7 +92,7 @@ async def join(hub: RunHub, listener: RunListener, pool: Db, *, owner: str,
                conversation_id: str, run_id: str | None,
                last_seq: int) -> AsyncIterator[dict[str, Any]]:
     """The owner's run's events after `last_seq`; errors as docs/protocol.md §4 names them."""
-    lost_s = hub.settings.run_lost_s
+    lost_s = hub.settings.tuning.run_lost_s
     # The owner in the SQL: another user's conversation is NOT_FOUND; an archived one is fine.
     await conversations.get_conversation(pool, owner=owner, conversation_id=conversation_id)
     row = await store.find_run(pool, owner=owner, conversation_id=conversation_id,
@@ -145,7 +145,7 @@ async def _follow_stored(hub: RunHub, listener: RunListener, pool: Db, run_id: s
     A takeover while we follow (a `run_resumed` after the `stored` seq) is sent even when the
     client's `cursor` was beyond it (events its dead replica sent but never stored), and
     everything after it."""
-    lost_s = hub.settings.run_lost_s
+    lost_s = hub.settings.tuning.run_lost_s
     read, text = first_kept - 1, ""
     while True:
         rows = await store.events_after(pool, run_id, read)

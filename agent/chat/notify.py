@@ -79,7 +79,7 @@ class Notifications:
                 raise
             except Exception:  # the database away: the next tick tries again
                 log.warning("approval notifications: a round failed", exc_info=True)
-            await asyncio.sleep(self.settings.outbox_poll_s)
+            await asyncio.sleep(self.settings.tuning.outbox_poll_s)
 
     async def run_once(self) -> None:
         await outbox.mark_due(self.pool)
@@ -102,7 +102,8 @@ class Notifications:
                 continue
             if where:
                 sent.append({"channel": channel, "to": where, "at": time.time()})
-        backoff = min(self.settings.outbox_retry_s * 2 ** int(row["attempts"]), MAX_BACKOFF_S)
+        backoff = min(self.settings.tuning.outbox_retry_s * 2 ** int(row["attempts"]),
+                      MAX_BACKOFF_S)
         await outbox.done(self.pool, row["id"], left=left, sent=sent,
                           error="; ".join(errors) or None, retry_s=backoff)
         if sent:

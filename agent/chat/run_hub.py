@@ -54,7 +54,7 @@ class RunHub:
         self.seal = TokenSeal.of(settings.resume_key, settings.resume_key_file,
                                  settings.service_client_secret)
         self.pool = pool
-        self.replica = settings.replica or f"{socket.gethostname()}-{os.getpid()}"
+        self.replica = settings.tuning.replica or f"{socket.gethostname()}-{os.getpid()}"
         self.live: dict[str, Run] = {}
         self.draining = False
         self._dirty = asyncio.Event()
@@ -92,7 +92,7 @@ class RunHub:
         # RUN_LOST_S without a heartbeat), so its turn's first records ask PostgreSQL nothing.
         run = Run(run_id=str(uuid.uuid4()), conversation_id=turn.conversation_id,
                   turn_id=turn.turn_id, tab_id=turn.tab, kind=kind,
-                  max_events=self.settings.run_events_max,
+                  max_events=self.settings.tuning.run_events_max,
                   token=turn.runtime.user_jwt if turn.runtime.keep_token else None,
                   verified_at=time.monotonic())
         return self._launch(run, turn, early)
@@ -103,7 +103,7 @@ class RunHub:
         after = int(claimed["last_seq"])
         run = Run(run_id=str(claimed["id"]), conversation_id=turn.conversation_id,
                   turn_id=turn.turn_id, tab_id=turn.tab, kind=str(claimed["kind"]),
-                  max_events=self.settings.run_events_max, first_seq=after + 1,
+                  max_events=self.settings.tuning.run_events_max, first_seq=after + 1,
                   written_seq=after, recorded=True, based_seq=after + 1,
                   epoch=int(claimed["epoch"]), verified_at=time.monotonic(),
                   after_seq=after)
@@ -166,7 +166,7 @@ class RunHub:
         self._cancel_trim()
         LIVE_RUNS.inc()
         task.add_done_callback(self._pump_ended)
-        if self.settings.run_events:
+        if self.settings.tuning.run_events:
             self._ensure_writer()
         else:
             task.add_done_callback(lambda _: self.live.pop(run.run_id, None))
@@ -177,7 +177,7 @@ class RunHub:
         has not confirmed it within half a heartbeat (a replica paused for longer asks)."""
         if run.fenced:
             raise RunFenced(run.run_id)
-        if time.monotonic() - run.verified_at < self.settings.run_heartbeat_s / 2:
+        if time.monotonic() - run.verified_at < self.settings.tuning.run_heartbeat_s / 2:
             return
         epoch = await store.epoch_of(self.pool, run.run_id)
         if epoch is not None and epoch != run.epoch:
@@ -206,8 +206,8 @@ class RunHub:
     def flush_interval(self) -> float:
         """The coalescing interval now: fixed, or with adaptive coalescing long enough that
         the live runs together send about `flush_events_per_s` stream_tokens a second."""
-        base = self.settings.flush_interval_s
-        rate = self.settings.flush_events_per_s
+        base = self.settings.tuning.flush_interval_s
+        rate = self.settings.tuning.flush_events_per_s
         return max(base, self.running / rate) if rate > 0 else base
 
     def _pump_ended(self, task: asyncio.Task[None]) -> None:
@@ -215,8 +215,8 @@ class RunHub:
         self._pumps.discard(task)
         self.running -= 1
         LIVE_RUNS.dec()
-        if self.running == 0 and self.settings.idle_trim_s > 0 and not self.draining:
-            self._trim = asyncio.get_running_loop().call_later(self.settings.idle_trim_s,
+        if self.running == 0 and self.settings.tuning.idle_trim_s > 0 and not self.draining:
+            self._trim = asyncio.get_running_loop().call_later(self.settings.tuning.idle_trim_s,
                                                                self._idle_trim)
 
     def _cancel_trim(self) -> None:
@@ -241,7 +241,7 @@ class RunHub:
 
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        beat_at = loop.time() + self.settings.run_heartbeat_s
+        beat_at = loop.time() + self.settings.tuning.run_heartbeat_s
         while self.live:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._dirty.wait(),
@@ -250,7 +250,7 @@ class RunHub:
             try:
                 await self.flush()
                 if loop.time() >= beat_at:
-                    beat_at = loop.time() + self.settings.run_heartbeat_s
+                    beat_at = loop.time() + self.settings.tuning.run_heartbeat_s
                     # Only runs already stored: one made while the flush above awaited
                     # has no row yet, and a beat would take it for another replica's.
                     running = [r.run_id for r in self.live.values()
@@ -346,7 +346,7 @@ class RunHub:
         content, detail = lost_event_texts(reason)
         # Our own live runs are alive whatever their heartbeat says (an outage just ended).
         keep = [] if run_ids is not None else list(self.live)
-        rows = await store.mark_lost(self.pool, lost_s=self.settings.run_lost_s,
+        rows = await store.mark_lost(self.pool, lost_s=self.settings.tuning.run_lost_s,
                                      content=content, detail=detail, run_ids=run_ids,
                                      keep=keep, reason=reason)
         if rows:
@@ -359,7 +359,7 @@ class RunHub:
         owner at once), what is left stored, then the runs released so another replica goes
         on with them at once (with takeovers off: marked lost, so their joiners learn it now
         rather than after `run_lost_s`). Their turns stop here without a record."""
-        if not self.settings.run_events:
+        if not self.settings.tuning.run_events:
             return []
         running = [r for r in self.live.values() if not r.done]
         for r in running:
@@ -372,7 +372,7 @@ class RunHub:
         if ids:
             with contextlib.suppress(AgentChatError):
                 out = (await takeovers.release(self.pool, ids, self.replica)
-                       if self.settings.run_takeover else await self.mark_lost(ids))
+                       if self.settings.tuning.run_takeover else await self.mark_lost(ids))
             for r in running:
                 self.fence(r)
         return out

@@ -43,22 +43,22 @@ class Takeover:
     async def settle(self) -> int:
         """Claim the due runs there is room for and go on with them; mark lost those no
         replica can go on with. The number taken over."""
-        s = self.settings
-        if not s.run_takeover:
+        s, t = self.settings, self.settings.tuning
+        if not t.run_takeover:
             await self.hub.mark_lost()
             return 0
         async with self._lock:
             keep = list(self.hub.live)
-            for row in await takeovers.unresumable(self.pool, lost_s=s.run_lost_s,
-                                                   max_attempts=s.run_max_attempts, keep=keep):
+            for row in await takeovers.unresumable(self.pool, lost_s=t.run_lost_s,
+                                                   max_attempts=t.run_max_attempts, keep=keep):
                 if await self.hub.mark_lost([str(row["id"])], reason=str(row["reason"])):
                     TAKEOVERS.labels("lost").inc()
             room = s.max_live_runs - self.hub.running
             if self.hub.draining or room <= 0:
                 return 0
             claimed = await takeovers.claim(self.pool, replica=self.hub.replica,
-                                            lost_s=s.run_lost_s,
-                                            max_attempts=s.run_max_attempts, keep=keep,
+                                            lost_s=t.run_lost_s,
+                                            max_attempts=t.run_max_attempts, keep=keep,
                                             limit=min(room, 50))
             for row in claimed:
                 await self._go_on(row)
@@ -105,7 +105,7 @@ class Takeover:
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.run_takeover_poll_s)
+            await asyncio.sleep(self.settings.tuning.run_takeover_poll_s)
             try:
                 await self.settle()
             except Exception:  # the database is down: the next poll tries again
@@ -113,7 +113,7 @@ class Takeover:
 
     def start(self) -> None:
         self.hub.on_stale = self.settle
-        if self.settings.run_takeover and self.settings.run_events:
+        if self.settings.tuning.run_takeover and self.settings.tuning.run_events:
             self.task = asyncio.create_task(self._loop(), name="run-takeover")
 
     async def aclose(self) -> None:

@@ -109,14 +109,14 @@ class TurnStarts:
         if new:
             await submits.start_conversation(self.pool, conversation_id=conversation_id,
                                              owner=principal.sub, tab=tab,
-                                             lease_s=self.settings.lease_s, **rows)
+                                             lease_s=self.settings.tuning.lease_s, **rows)
         else:
             settled = False  # an unfinished last turn's calls were answered
             for _ in range(4):
                 opened = await submits.begin_message(
                     self.pool, conversation_id=conversation_id, owner=principal.sub, tab=tab,
-                    lease_s=self.settings.lease_s, replica=self.replica,
-                    lost_s=self.settings.run_lost_s, last_settled=settled, **rows)
+                    lease_s=self.settings.tuning.lease_s, replica=self.replica,
+                    lost_s=self.settings.tuning.run_lost_s, last_settled=settled, **rows)
                 if opened.started:
                     runtime = replace(runtime, branch=opened.branch)
                     break
@@ -252,8 +252,8 @@ class TurnStarts:
         for _ in range(4):
             opened = await submits.begin_message(
                 self.pool, conversation_id=cid, owner=principal.sub, tab=tab,
-                lease_s=self.settings.lease_s, replica=self.replica,
-                lost_s=self.settings.run_lost_s, last_settled=settled, fork=True,
+                lease_s=self.settings.tuning.lease_s, replica=self.replica,
+                lost_s=self.settings.tuning.run_lost_s, last_settled=settled, fork=True,
                 parent=point["parent"], **rows)
             if opened.started:
                 break

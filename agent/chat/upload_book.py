@@ -54,11 +54,12 @@ class UploadLimits:
     @classmethod
     def from_settings(cls, s: AgentSettings) -> UploadLimits:
         # One request carries at most what one /chat message may attach.
-        return cls(files_per_request=s.max_files, file_bytes=s.max_file_bytes,
-                   request_bytes=s.max_files_total_bytes,
-                   files_per_user=s.upload_files_per_user,
-                   bytes_per_user=s.upload_bytes_per_user,
-                   per_minute=s.uploads_per_minute_per_user,
+        t = s.tuning
+        return cls(files_per_request=t.max_files, file_bytes=t.max_file_bytes,
+                   request_bytes=t.max_files_total_bytes,
+                   files_per_user=t.upload_files_per_user,
+                   bytes_per_user=t.upload_bytes_per_user,
+                   per_minute=t.uploads_per_minute_per_user,
                    replica_bytes=s.upload_bytes_per_replica)
 
 

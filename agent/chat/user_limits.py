@@ -87,9 +87,9 @@ class UserLimits:
 
     @classmethod
     def from_settings(cls, settings: AgentSettings) -> UserLimits:
-        return cls(max_runs=settings.max_concurrent_runs_per_user,
-                   max_per_minute=settings.max_submits_per_minute_per_user,
-                   max_streams=settings.max_streams_per_user)
+        return cls(max_runs=settings.tuning.max_concurrent_runs_per_user,
+                   max_per_minute=settings.tuning.max_submits_per_minute_per_user,
+                   max_streams=settings.tuning.max_streams_per_user)
 
     def admit(self, sub: str) -> RunSlot:
         """A slot for one submit of `sub`, or AgentChatError(RATE_LIMITED)."""

@@ -58,7 +58,7 @@ def build_blocks(holder: ServiceHolder, settings: AgentSettings) -> gr.Blocks:
                 yield event
 
         chat.__annotations__["return"] = dict[str, Any]  # gr.api types the stream's items
-        gr.api(chat, api_name="chat", concurrency_limit=settings.chat_concurrency)
+        gr.api(chat, api_name="chat", concurrency_limit=settings.tuning.chat_concurrency)
         # docs/protocol.md §1: the chatbot's `examples` in this app's config are the
         # frontend's welcome chips (the page's chatbot shows the same ones).
         gr.Chatbot(examples=EXAMPLES, visible=False, elem_id="agentchat-examples")

