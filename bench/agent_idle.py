@@ -1,6 +1,6 @@
 """What an agent replica costs before it serves anyone: the CPU of its start (imports, the app,
 the tool selector) and of idling, with Gradio's own idle queue poll (every 1 ms, the
-baseline, in the same run) against ours (`AGENTCHAT_AGENT_GRADIO_QUEUE_POLL_S`, 10 ms).
+baseline, in the same run) against ours (`AGENTCHAT_AGENT_TUNING__GRADIO_QUEUE_POLL_S`, 10 ms).
 
     .venv/bin/python bench/agent_idle.py [--seconds 20]
 
@@ -34,7 +34,7 @@ def main() -> None:
     out: dict[str, object] = {"seconds": args.seconds}
     with bench_env("agent-idle") as (stack, _):
         for name, poll in (("gradio_1ms", "0.001"), ("ours_10ms", None)):
-            env = {"AGENTCHAT_AGENT_GRADIO_QUEUE_POLL_S": poll} if poll else {}
+            env = {"AGENTCHAT_AGENT_TUNING__GRADIO_QUEUE_POLL_S": poll} if poll else {}
             agent = stack.start_agent(**env)
             assert agent.proc is not None
             started = cpu_s(agent.proc.pid)

@@ -61,7 +61,7 @@ def main() -> int:
     parser.add_argument("--words", type=int, default=200)
     opts = parser.parse_args()
     prompt = PROMPT.format(words=opts.words)
-    with bench_env("agent-turn", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S="0") as (stack, tmp):
+    with bench_env("agent-turn", AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0") as (stack, tmp):
         text = agent_text(stack, prompt)
         spec = {"mode": "streams", "n": 1, "rounds": opts.repeats, "expect": text}
         agent = measure(run_client({**spec, "url": stack.gradio_url, "agent": True,

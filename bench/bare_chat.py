@@ -42,7 +42,7 @@ def build_app(token_delay_s: float) -> FastAPI:
     async def livez() -> dict[str, bool]:
         return {"ok": True}
 
-    # Unlimited concurrency, as the agent's /chat (AGENTCHAT_AGENT_CHAT_CONCURRENCY=1000).
+    # Unlimited concurrency, as the agent's /chat (AGENTCHAT_AGENT_TUNING__CHAT_CONCURRENCY=1000).
     demo = gr.ChatInterface(respond, api_name="chat", concurrency_limit=None)
     # As the agent does (agent/main.py): Gradio's queue otherwise runs only 40 jobs at once.
     demo.max_threads = 1000

@@ -28,7 +28,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=30)
     opts = parser.parse_args()
-    with bench_env("confirm-latency", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S="0") as (stack, _):
+    with bench_env("confirm-latency",
+                   AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0") as (stack, _):
         spec = {"mode": "confirm", "url": stack.gradio_url, "token": stack.token("alice"),
                 "card_message": CARD, "plain_message": PLAIN}
         run_client({**spec, "repeats": 3})  # warm-up

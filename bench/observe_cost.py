@@ -60,7 +60,7 @@ def stack(tmp: Path, name: str, agent_env: dict[str, str],
     with scratch_database(tmp / name) as url:
         asyncio.run(migrate_url(url))
         with running_stack(tmp / name / "data", url, policy_env=policy_env,
-                           AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S="0", **agent_env) as s:
+                           AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0", **agent_env) as s:
             yield s
 
 

@@ -83,7 +83,8 @@ def main() -> int:
     parser.add_argument("--history", type=int, default=20)
     parser.add_argument("--token-delay", type=float, default=1 / 30)
     opts = parser.parse_args()
-    with bench_env("page-bench", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay)) as (
+    with bench_env("page-bench",
+                   AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S=str(opts.token_delay)) as (
             stack, _):
         api = api_run(stack, opts.repeats, opts.history)
         page = page_run(stack, opts.repeats, opts.history)

@@ -68,7 +68,7 @@ def main() -> None:
     requests = check_requests(tokens)
     result: dict = {"benchmark": "policy_http", "workers": 1, "connections": CONNECTIONS,
                     "opa_envoy_published_p99_ms_at_1000_per_s": 2.77}
-    for mode, extra in (("warm", {}), ("cold", {"AGENTCHAT_POLICY_TOKEN_CACHE_SIZE": "0"})):
+    for mode, extra in (("warm", {}), ("cold", {"AGENTCHAT_POLICY_TUNING__TOKEN_CACHE_SIZE": "0"})):
         port = free_port()
         with sidecar({**env, **extra}, port) as proc:
             result[mode] = uvloop.run(_measure(port, proc.pid, requests, args.seconds))

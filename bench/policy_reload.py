@@ -124,7 +124,7 @@ def main() -> None:
     port = free_port()
     out: dict = {"benchmark": "policy_reload", "swap_every_ms": SWAP_EVERY_S * 1000}
     with sidecar({**env, "AGENTCHAT_POLICY_DIR": str(root),
-                  "AGENTCHAT_POLICY_RELOAD_DEBOUNCE_MS": "10"}, port) as proc:
+                  "AGENTCHAT_POLICY_TUNING__RELOAD_DEBOUNCE_MS": "10"}, port) as proc:
         out["baseline_no_reloads"] = judge(uvloop.run(run(port, requests, args.seconds / 2)),
                                            expected)
         stop, swaps = threading.Event(), [0]

@@ -360,7 +360,7 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--baseline-s", type=float, default=15.0)
-    # The operator's default (AGENTCHAT_OPERATOR_PRUNE_PAUSE_RATIO); 0 = flat out.
+    # The operator's default (AGENTCHAT_OPERATOR_TUNING__PRUNE_PAUSE_RATIO); 0 = flat out.
     parser.add_argument("--pause-ratio", type=float, default=1.0)
     parser.add_argument("--conversations", type=int, default=0,
                         help="scale mode: the candidate queries on this many conversations")

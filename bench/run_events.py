@@ -1,7 +1,7 @@
 """Runs you can rejoin (issue 17): what keeping every run's events costs, and how fast a join is.
 
 1. **The cost of keeping events.** The same load twice per side, on a fresh stack each, the
-   event log on (the default) and off (`AGENTCHAT_AGENT_RUN_EVENTS=false`), alternated
+   event log on (the default) and off (`AGENTCHAT_AGENT_TUNING__RUN_EVENTS=false`), alternated
    on, off, on, off so a busy neighbour hurts both alike: `--conversations` streams at once
    (the real @gradio/client under Node, bench/js/client.mjs), each `echo --words words` at
    30 tokens/s, `--rounds` rounds per stack after a warm-up. Per side: TTFT p50/p99 and
@@ -86,8 +86,8 @@ def writes_between(a: dict[str, Any], b: dict[str, Any], runs: int) -> dict[str,
 def cost_side(events: bool, opts: argparse.Namespace) -> dict[str, Any]:
     prompt = f"echo {opts.words} words"
     text = " ".join(f"w{i}" for i in range(opts.words))
-    env = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": str(TOKEN_DELAY_S),
-           "AGENTCHAT_AGENT_RUN_EVENTS": "true" if events else "false"}
+    env = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": str(TOKEN_DELAY_S),
+           "AGENTCHAT_AGENT_TUNING__RUN_EVENTS": "true" if events else "false"}
     with bench_env("run-events", **env) as (stack, _tmp):
         spec = {"mode": "streams", "n": opts.conversations, "expect": text,
                 "url": stack.gradio_url, "agent": True, "token": stack.token("alice"),
@@ -208,7 +208,7 @@ def main() -> int:
         goals["ttft_p50_within_10pct"] = ratio["ttft_p50"] <= 1.10
         goals["gap_p99_within_10pct"] = ratio["gap_p99"] <= 1.10
     if not opts.no_join:
-        env = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": str(TOKEN_DELAY_S)}
+        env = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": str(TOKEN_DELAY_S)}
         with bench_env("run-join", **env) as (stack, _tmp):
             b, policy_b = start_replica(stack, **env)
             try:

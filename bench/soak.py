@@ -833,12 +833,13 @@ def main() -> None:
     else:
         server = os.environ.get("TEST_DATABASE_URL") or embedded_url(tmp / "pg")
     url = create_database(server)
-    env = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.033",  # a 30 tokens/s model
+    env = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.033",  # a 30 tokens/s model
            # The lease above RUN_LOST_S (10 s): a killed replica's runs are taken over before
            # the orphan sweep settles their turns (docs/reliability.md, "Takeover (issue 33):
            # a run survives its replica"). A shorter RUN_LOST_S on this overloaded 2-core box
            # took live runs from starved replicas.
-           "AGENTCHAT_AGENT_LEASE_S": "20", "AGENTCHAT_AGENT_POLICY_TIMEOUT_S": "2.0"}
+           "AGENTCHAT_AGENT_TUNING__LEASE_S": "20",
+           "AGENTCHAT_AGENT_TUNING__POLICY_TIMEOUT_S": "2.0"}
     try:
         with running_stack(tmp / "data", url, **env) as stack:
             b, policy_b = start_replica(stack, **env)

@@ -7,9 +7,9 @@ replica when its replica is SIGKILLed or drains, over many rounds. Goals: p99 â‰
         [--run-lost-s S] [--heartbeat-s S] [--drain-s 0.5] [--words 150]
 
 The stack of tests/testkit/stack.py as real processes, a paced offline planner
-(AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S), the product's own RUN_LOST_S (10 s) and run heartbeat
-(2 s) unless a flag sets them. Two replicas at a time: the survivor (started with the stack,
-lives for the run) and a victim started fresh for each round; the rounds alternate kinds, so
+(AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S), the product's own RUN_LOST_S (10 s) and run
+heartbeat (2 s) unless a flag sets them. Two replicas at a time: the survivor (started with the
+stack, lives for the run) and a victim started fresh for each round; the rounds alternate kinds, so
 a busy moment on the machine hurts both alike. Per round, a long answer is asked of the
 victim, the client drops after a few events, the run's row is stored, then:
 
@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from agentchat.agent.settings import AgentSettings
+from agentchat.agent.settings import AgentTuning
 from common import Stack, bench_env, summary
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import rows, say, wait_for
@@ -61,7 +61,7 @@ METRIC = "agentchat_run_takeover_seconds"
 
 
 def default(name: str) -> float:
-    return float(AgentSettings.model_fields[name].default)
+    return float(AgentTuning.default_of(name))
 
 
 @dataclass
@@ -181,7 +181,7 @@ def victim_with_run(stack: Stack, r: Round, opts: argparse.Namespace, token: str
 def sigkill_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: float,
                   token: str) -> None:
     with victim_with_run(stack, r, opts, token,
-                         AGENTCHAT_AGENT_REPLICA=f"victim-k{r.index}") as got:
+                         AGENTCHAT_AGENT_TUNING__REPLICA=f"victim-k{r.index}") as got:
         if got is None:
             return
         victim, cid, run_id, seq, before = got
@@ -199,7 +199,8 @@ def sigkill_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: floa
 
 def drain_round(stack: Stack, r: Round, opts: argparse.Namespace, lost_s: float,
                 token: str) -> None:
-    with victim_with_run(stack, r, opts, token, AGENTCHAT_AGENT_REPLICA=f"victim-d{r.index}",
+    with victim_with_run(stack, r, opts, token,
+                         AGENTCHAT_AGENT_TUNING__REPLICA=f"victim-d{r.index}",
                          AGENTCHAT_AGENT_DRAIN_S=str(opts.drain_s)) as got:
         if got is None:
             return
@@ -271,27 +272,27 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=10, help="rounds of each kind")
     ap.add_argument("--kinds", default="sigkill,drain", help="sigkill, drain or both")
     ap.add_argument("--run-lost-s", type=float, default=None,
-                    help="AGENTCHAT_AGENT_RUN_LOST_S (default: the product's, 10 s)")
+                    help="AGENTCHAT_AGENT_TUNING__RUN_LOST_S (default: the product's, 10 s)")
     ap.add_argument("--heartbeat-s", type=float, default=None,
-                    help="AGENTCHAT_AGENT_RUN_HEARTBEAT_S (default: the product's, 2 s)")
+                    help="AGENTCHAT_AGENT_TUNING__RUN_HEARTBEAT_S (default: the product's, 2 s)")
     ap.add_argument("--drain-s", type=float, default=0.5,
                     help="the victim's AGENTCHAT_AGENT_DRAIN_S (the run outlives it)")
     ap.add_argument("--token-delay", type=float, default=0.02,
-                    help="AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S (the paced model)")
+                    help="AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S (the paced model)")
     ap.add_argument("--words", type=int, default=150, help="the answer's length")
     opts = ap.parse_args()
     kinds = [k for k in ("sigkill", "drain") if k in opts.kinds.split(",")]
     lost_s = opts.run_lost_s if opts.run_lost_s is not None else default("run_lost_s")
     heartbeat_s = opts.heartbeat_s if opts.heartbeat_s is not None else default(
         "run_heartbeat_s")
-    env = {"AGENTCHAT_AGENT_REPLICA": "survivor",
-           "AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": str(opts.token_delay)}
+    env = {"AGENTCHAT_AGENT_TUNING__REPLICA": "survivor",
+           "AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": str(opts.token_delay)}
     if opts.run_lost_s is not None:
-        env["AGENTCHAT_AGENT_RUN_LOST_S"] = str(opts.run_lost_s)
+        env["AGENTCHAT_AGENT_TUNING__RUN_LOST_S"] = str(opts.run_lost_s)
         # The orphan sweep settles a turn whose lease lapsed: the lease stays well above.
-        env["AGENTCHAT_AGENT_LEASE_S"] = str(max(default("lease_s"), 3 * opts.run_lost_s))
+        env["AGENTCHAT_AGENT_TUNING__LEASE_S"] = str(max(default("lease_s"), 3 * opts.run_lost_s))
     if opts.heartbeat_s is not None:
-        env["AGENTCHAT_AGENT_RUN_HEARTBEAT_S"] = str(opts.heartbeat_s)
+        env["AGENTCHAT_AGENT_TUNING__RUN_HEARTBEAT_S"] = str(opts.heartbeat_s)
     bounds = {"sigkill": lost_s + SIGKILL_MARGIN_S, "drain": DRAIN_BOUND_S}
     rounds: list[Round] = []
     with bench_env("takeover", **env) as (stack, _):

@@ -46,8 +46,8 @@ def main() -> int:
     opts = parser.parse_args()
     if not (ROOT / "web" / "build" / "index.html").is_file():
         raise SystemExit("the page is not built: run `make web`")
-    with bench_env("web-page", AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
-                   AGENTCHAT_AGENT_SELECTION_EMBEDDINGS="none") as (stack, _):
+    with bench_env("web-page", AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S=str(opts.token_delay),
+                   AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS="none") as (stack, _):
         found = browser_run({"AGENT_URL": stack.agent.url, "TOKEN_ALICE": stack.token("alice"),
                              "RUNS": str(opts.runs), "STREAMS": str(opts.streams)})
     panel, gradio = found["panel"], found["gradio"]

@@ -91,7 +91,7 @@ def test_selection_debug_is_admin_only(stack: Stack) -> None:
 
 
 def test_cancel_records_a_partial_answer(stack: Stack) -> None:
-    slow = stack.start_agent(AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.1")
+    slow = stack.start_agent(AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.1")
     try:
         client = Client(slow.url + "/api/agent/gradio/", verbose=False,
                         headers={"Authorization": f"Bearer {stack.token('alice')}"})
@@ -123,7 +123,7 @@ def test_cancel_records_a_partial_answer(stack: Stack) -> None:
 
 def test_dropped_connection_turn_completes_and_is_recorded(stack: Stack) -> None:
     """A dropped stream is not a cancel: the server finishes the turn and records it."""
-    slow = stack.start_agent(AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.05")
+    slow = stack.start_agent(AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.05")
     try:
         base = slow.url + "/api/agent/gradio/gradio_api"
         info = httpx.get(base + "/info").json()
@@ -173,9 +173,10 @@ def openai_stub() -> Iterator[Service]:
 
 def test_production_model_path_through_chat_openai(stack: Stack, openai_stub: Service) -> None:
     """Whole turns with streamed tool calls through ChatOpenAI and a real HTTP endpoint."""
-    agent = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
-                              AGENTCHAT_LLM_BASE_URL=openai_stub.url + "/v1",
-                              AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_TIMEOUT_S="5")
+    agent = stack.start_agent(AGENTCHAT_AGENT_LLM="openai:stub-model",
+                              AGENTCHAT_AGENT_LLM_BASE_URL=openai_stub.url + "/v1",
+                              AGENTCHAT_AGENT_LLM_API_KEY="sk-local",
+                              AGENTCHAT_AGENT_LLM_TIMEOUT_S="5")
     gradio = agent.url + "/api/agent/gradio/"
     try:
         status = httpx.get(agent.url + "/api/agent/llm-status", headers={
@@ -217,8 +218,8 @@ def test_service_token_from_a_file_is_reread_when_it_changes(stack: Stack, tmp_p
                                   audience=settings.service_audience, subject="agentchat-agent")
 
     token_file.write_text(mint())
-    agent = stack.start_agent(AGENTCHAT_SERVICE_TOKEN_FILE=str(token_file),
-                              AGENTCHAT_SERVICE_TOKEN_URL="")
+    agent = stack.start_agent(AGENTCHAT_AGENT_SERVICE_TOKEN_FILE=str(token_file),
+                              AGENTCHAT_AGENT_SERVICE_TOKEN_URL="")
     url = agent.url + "/api/agent/gradio/"
     try:
         ok = submit(stack, "alice", "найди дашборды про энергопотребление", url=url)

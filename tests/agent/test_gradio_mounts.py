@@ -77,7 +77,7 @@ def test_an_idle_gradio_queue_polls_at_our_pace_not_every_millisecond(tmp_path: 
     with gr.Blocks() as blocks:
         gr.Markdown("x")
     settings = AgentSettings(data_dir=tmp_path, mode="dev",  # type: ignore[call-arg]
-                             gradio_queue_poll_s=0.02)
+                             tuning={"gradio_queue_poll_s": 0.02})
     _mount_one(FastAPI(), blocks, "/g", settings)
     assert blocks._queue.sleep_when_free == 0.02
     assert blocks._queue.progress_update_sleep_when_free == 0.1
@@ -95,4 +95,4 @@ def test_gradio_is_matched_first_and_may_not_hide_a_rest_route(tmp_path: Path) -
     for clash in ("/api/agent", "/api/assistant/", "/"):
         with pytest.raises(MountPathClash, match="would hide the REST"):
             create_app(AgentSettings(data_dir=tmp_path, mode="dev",  # type: ignore[call-arg]
-                                     mount_path=clash))
+                                     tuning={"mount_path": clash}))

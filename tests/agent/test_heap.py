@@ -37,10 +37,10 @@ def test_the_settings_turn_it_off() -> None:
             "from agentchat import heap\n"
             "from agentchat.agent.settings import AgentSettings\n"
             "s = AgentSettings()\n"
-            "print(heap.tune(freeze=s.gc_freeze, gen0_threshold=s.gc_gen0_threshold),"
+            "print(heap.tune(freeze=s.tuning.gc_freeze, gen0_threshold=s.tuning.gc_gen0_threshold),"
             " gc.get_threshold()[0])\n")
-    env = {"AGENTCHAT_AGENT_GC_FREEZE": "false", "AGENTCHAT_AGENT_GC_GEN0_THRESHOLD": "0",
-           "PATH": "/usr/bin:/bin"}
+    env = {"AGENTCHAT_AGENT_TUNING__GC_FREEZE": "false",
+           "AGENTCHAT_AGENT_TUNING__GC_GEN0_THRESHOLD": "0", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True, timeout=120).stdout.split()
     assert out == ["0", "700"]

@@ -13,6 +13,10 @@ from agentchat.agent.chat.turn_task import END_OF_STREAM, Turn
 from agentchat.agent.settings import AgentSettings
 
 
+def settings(idle_trim_s: float) -> AgentSettings:
+    return AgentSettings(mode="dev", tuning={"idle_trim_s": idle_trim_s, "run_events": False})
+
+
 def turn(n: int) -> Turn:
     runtime: Any = SimpleNamespace(lang="en", user_jwt="", keep_token=True)
     return Turn(f"c{n}", f"t{n}", "tab", runtime, None)
@@ -30,8 +34,7 @@ async def one_run(hub: RunHub, t: Turn) -> None:
 
 def test_trims_once_idle_and_a_new_run_cancels_it() -> None:
     async def main() -> None:
-        hub = RunHub(settings=AgentSettings(mode="dev", idle_trim_s=0.2, run_events=False),
-                     pool=None)  # type: ignore[arg-type]
+        hub = RunHub(settings=settings(0.2), pool=None)  # type: ignore[arg-type]
         await one_run(hub, turn(1))
         await asyncio.sleep(0.1)
         await one_run(hub, turn(2))  # within idle_trim_s: the first trim is cancelled
@@ -39,8 +42,7 @@ def test_trims_once_idle_and_a_new_run_cancels_it() -> None:
         assert hub.trims == 0
         await asyncio.sleep(0.3)
         assert hub.trims == 1
-        off = RunHub(settings=AgentSettings(mode="dev", idle_trim_s=0, run_events=False),
-                     pool=None)  # type: ignore[arg-type]
+        off = RunHub(settings=settings(0), pool=None)  # type: ignore[arg-type]
         await one_run(off, turn(3))
         await asyncio.sleep(0.1)
         assert off.trims == 0
@@ -50,8 +52,7 @@ def test_trims_once_idle_and_a_new_run_cancels_it() -> None:
 
 def test_a_submit_admitted_calls_the_trim_off_before_its_run_starts() -> None:
     async def main() -> None:
-        hub = RunHub(settings=AgentSettings(mode="dev", idle_trim_s=0.2, run_events=False),
-                     pool=None)  # type: ignore[arg-type]
+        hub = RunHub(settings=settings(0.2), pool=None)  # type: ignore[arg-type]
         await one_run(hub, turn(1))
         hub.admit()  # a burst's first submit: its turn is still starting (selection, rows)
         await asyncio.sleep(0.4)

@@ -51,10 +51,10 @@ def hanging() -> Iterator[_HangingEndpoint]:
 
 def test_readyz_is_200_within_a_second_while_the_model_endpoint_hangs(
         stack: Stack, hanging: _HangingEndpoint) -> None:
-    agent = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
-                              AGENTCHAT_LLM_BASE_URL=hanging.url,
-                              AGENTCHAT_LLM_API_KEY="sk-local",
-                              AGENTCHAT_LLM_STATUS_CACHE_S="0")
+    agent = stack.start_agent(AGENTCHAT_AGENT_LLM="openai:stub-model",
+                              AGENTCHAT_AGENT_LLM_BASE_URL=hanging.url,
+                              AGENTCHAT_AGENT_LLM_API_KEY="sk-local",
+                              AGENTCHAT_AGENT_TUNING__LLM_STATUS_CACHE_S="0")
     try:
         for _ in range(5):
             started = time.monotonic()

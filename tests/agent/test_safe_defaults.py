@@ -61,14 +61,15 @@ def test_unset_mode_is_production(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("env", "reason"), [
-    ({"AGENTCHAT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
+    ({"AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
      "placeholder service client secret is refused outside dev"),
     ({"AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
      "placeholder service client secret is refused outside dev"),
     # The benchmarks' baselines: no audit trail, no run event log.
     ({"AGENTCHAT_AGENT_AUDIT": "false"}, "AGENTCHAT_AGENT_AUDIT=false: for benchmarks and "
      "tests only, refused outside dev mode (AGENTCHAT_MODE=dev)"),
-    ({"AGENTCHAT_AGENT_RUN_EVENTS": "0"}, "AGENTCHAT_AGENT_RUN_EVENTS=false: for benchmarks"),
+    ({"AGENTCHAT_AGENT_TUNING__RUN_EVENTS": "0"},
+     "AGENTCHAT_AGENT_TUNING__RUN_EVENTS=false: for benchmarks"),
 ])
 def test_agent_without_a_mode_refuses_dev_only_settings(tmp_path: Path, env: dict[str, str],
                                                         reason: str) -> None:
@@ -94,12 +95,12 @@ def test_in_dev_the_benchmark_switches_are_taken(monkeypatch: pytest.MonkeyPatch
     from agentchat.agent.settings import AgentSettings
     from agentchat.policy.settings import PolicySettings
 
-    for name in ("AGENTCHAT_AGENT_AUDIT", "AGENTCHAT_AGENT_RUN_EVENTS",
+    for name in ("AGENTCHAT_AGENT_AUDIT", "AGENTCHAT_AGENT_TUNING__RUN_EVENTS",
                  "AGENTCHAT_POLICY_DECISION_LOG_STDOUT"):
         monkeypatch.setenv(name, "false")
     monkeypatch.setenv("AGENTCHAT_MODE", "dev")
     agent = AgentSettings()
-    assert (agent.audit, agent.run_events) == (False, False)
+    assert (agent.audit, agent.tuning.run_events) == (False, False)
     assert PolicySettings().policy_decision_log_stdout is False
     monkeypatch.setenv("AGENTCHAT_MODE", "production")
     monkeypatch.setenv("AGENTCHAT_POLICY_DECISION_LOG_PATH", "/var/log/decisions.jsonl")
@@ -121,10 +122,10 @@ def test_agent_without_a_mode_has_no_demo_issuer(stack: Stack) -> None:
     of offering the demo users (and no dev issuer exists in the process)."""
     assert stack.sandbox and stack.policy
     port = free_port()
-    env = {**stack.base_env(), "AGENTCHAT_SSTOOLS_URL": stack.sandbox.url,
-           "AGENTCHAT_SERVICE_TOKEN_URL": stack.sandbox.url + "/api/auth/service-token",
-           "AGENTCHAT_SERVICE_CLIENT_SECRET": CLIENT_SECRET,
-           "AGENTCHAT_POLICY_URL": stack.policy.url,
+    env = {**stack.base_env(), "AGENTCHAT_AGENT_SSTOOLS_URL": stack.sandbox.url,
+           "AGENTCHAT_AGENT_SERVICE_TOKEN_URL": stack.sandbox.url + "/api/auth/service-token",
+           "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": CLIENT_SECRET,
+           "AGENTCHAT_AGENT_POLICY_URL": stack.policy.url,
            "AGENTCHAT_USER_JWKS_PATH": str(stack.settings().user_jwks)}
     # The built-in page is off outside dev unless turned on (issue 31): on here, to see it ask
     # for a token.
@@ -223,9 +224,10 @@ def models_endpoint() -> Iterator[_ModelsEndpoint]:
 
 def test_llm_status_needs_a_token_and_probes_once_per_interval(
         stack: Stack, models_endpoint: _ModelsEndpoint) -> None:
-    agent = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
-                              AGENTCHAT_LLM_BASE_URL=models_endpoint.url,
-                              AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_STATUS_CACHE_S="30")
+    agent = stack.start_agent(AGENTCHAT_AGENT_LLM="openai:stub-model",
+                              AGENTCHAT_AGENT_LLM_BASE_URL=models_endpoint.url,
+                              AGENTCHAT_AGENT_LLM_API_KEY="sk-local",
+                              AGENTCHAT_AGENT_TUNING__LLM_STATUS_CACHE_S="30")
     try:
         url = agent.url + "/api/agent/llm-status"
         anonymous = httpx.get(url, timeout=10)
@@ -313,9 +315,9 @@ def test_body_over_the_limit_is_413_and_stores_nothing(stack: Stack) -> None:
 @pytest.fixture(scope="module")
 def limited(stack: Stack) -> Iterator[Service]:
     """An agent with low per-user limits and a slow model (so runs overlap)."""
-    agent = stack.start_agent(AGENTCHAT_MAX_SUBMITS_PER_MINUTE_PER_USER="3",
-                              AGENTCHAT_MAX_CONCURRENT_RUNS_PER_USER="2",
-                              AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.05")
+    agent = stack.start_agent(AGENTCHAT_AGENT_TUNING__MAX_SUBMITS_PER_MINUTE_PER_USER="3",
+                              AGENTCHAT_AGENT_TUNING__MAX_CONCURRENT_RUNS_PER_USER="2",
+                              AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.05")
     yield agent
     agent.stop()
 
@@ -440,8 +442,9 @@ def test_operator_without_a_mode_refuses_a_short_pre_publication(tmp_path: Path)
     cluster = KubeEmulator(tmp_path).start()
     port = free_port()
     svc = Service(["operator", "--standalone", "--host", "127.0.0.1", "--port", str(port)],
-                  env={"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TICK_S": "0.3",
-                       "AGENTCHAT_OPERATOR_CONSISTENCY_TIMEOUT_S": "0",
+                  env={"KUBECONFIG": str(cluster.kubeconfig),
+                       "AGENTCHAT_OPERATOR_TUNING__TICK_S": "0.3",
+                       "AGENTCHAT_OPERATOR_TUNING__CONSISTENCY_TIMEOUT_S": "0",
                        "AGENTCHAT_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": ""},
                   port=port, ready_path="/healthz", log=tmp_path / "operator.log")
     svc.env.pop("AGENTCHAT_MODE", None)

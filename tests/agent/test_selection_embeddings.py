@@ -94,13 +94,13 @@ def test_endpoint_coming_back_is_used(catalog: Catalog) -> None:
 
 def test_settings_choose_the_backend(catalog: Catalog, monkeypatch: pytest.MonkeyPatch,
                                      endpoint: str) -> None:
-    monkeypatch.setenv("AGENTCHAT_AGENT_SELECTION_EMBEDDINGS", "none")
+    monkeypatch.setenv("AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS", "none")
     assert selector_for(settings=SelectionSettings(), catalog=catalog).embedder is None
-    monkeypatch.setenv("AGENTCHAT_AGENT_SELECTION_EMBEDDINGS", "openai")
-    monkeypatch.setenv("AGENTCHAT_AGENT_EMBEDDINGS_URL", endpoint)
-    monkeypatch.setenv("AGENTCHAT_AGENT_EMBEDDINGS_MODEL", "e5-query")
-    monkeypatch.setenv("AGENTCHAT_AGENT_SELECTION_THRESHOLD", "0.8")
-    monkeypatch.setenv("AGENTCHAT_AGENT_EMBEDDINGS_API_KEY", "sk-not-logged")
+    monkeypatch.setenv("AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS", "openai")
+    monkeypatch.setenv("AGENTCHAT_AGENT_TUNING__EMBEDDINGS_URL", endpoint)
+    monkeypatch.setenv("AGENTCHAT_AGENT_TUNING__EMBEDDINGS_MODEL", "e5-query")
+    monkeypatch.setenv("AGENTCHAT_AGENT_TUNING__SELECTION_THRESHOLD", "0.8")
+    monkeypatch.setenv("AGENTCHAT_AGENT_TUNING__EMBEDDINGS_API_KEY", "sk-not-logged")
     settings = SelectionSettings()
     assert "sk-not-logged" not in repr(settings)
     selector = selector_for(settings=settings, catalog=catalog)

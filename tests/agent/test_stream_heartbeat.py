@@ -22,8 +22,8 @@ BEAT_S = 0.3
 def beating(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
             migrated_template: str) -> Iterator[Stack]:
     with stack_on_own_database(pg_server, migrated_template, tmp_path_factory.mktemp("beat"),
-                               AGENTCHAT_AGENT_STREAM_HEARTBEAT_S=str(BEAT_S),
-                               AGENTCHAT_AGENT_SELECTION_EMBEDDINGS="none") as s:
+                               AGENTCHAT_AGENT_TUNING__STREAM_HEARTBEAT_S=str(BEAT_S),
+                               AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS="none") as s:
         yield s
 
 

@@ -42,7 +42,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def dev(stack: Stack, build: Path) -> Service:
     """A dev agent serving the stand-in build (the page is on in dev by default)."""
-    return stack.start_agent(AGENTCHAT_AGENT_UI_DIR=str(build))
+    return stack.start_agent(AGENTCHAT_AGENT_TUNING__UI_DIR=str(build))
 
 
 def _production(stack: Stack, build: Path, name: str, **env: str) -> Service:
@@ -53,7 +53,7 @@ def _production(stack: Stack, build: Path, name: str, **env: str) -> Service:
             "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": CLIENT_SECRET,
             "AGENTCHAT_AGENT_POLICY_URL": stack.policy.url,
             "AGENTCHAT_USER_JWKS_PATH": str(stack.settings().user_jwks),
-            "AGENTCHAT_MODE": "production", "AGENTCHAT_AGENT_UI_DIR": str(build), **env}
+            "AGENTCHAT_MODE": "production", "AGENTCHAT_AGENT_TUNING__UI_DIR": str(build), **env}
     return Service(["serve", "--port", str(port)], env=full, port=port,
                    log=stack.data_dir / f"agent-{name}.log").start(timeout=90)
 

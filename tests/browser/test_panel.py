@@ -54,8 +54,8 @@ def stub() -> Iterator[Service]:
 def panel_stack(chromium: Path, tmp_path_factory: pytest.TempPathFactory, pg_server: str,
                 migrated_template: str, stub: Service) -> Iterator[Stack]:
     with stack_on_own_database(pg_server, migrated_template, tmp_path_factory.mktemp("panel"),
-                               AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S="0.03",
-                               AGENTCHAT_AGENT_SELECTION_EMBEDDINGS="none") as s:
+                               AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.03",
+                               AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS="none") as s:
         s.start_agent(AGENTCHAT_AGENT_LLM="openai:stub", AGENTCHAT_AGENT_LLM_BASE_URL=stub.url +
                       "/v1", AGENTCHAT_AGENT_LLM_API_KEY="unused",
                       AGENTCHAT_AGENT_LLM_TIMEOUT_S="5")

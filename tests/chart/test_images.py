@@ -99,7 +99,7 @@ def test_the_page_is_built_with_node_and_only_its_build_reaches_the_agent() -> N
                 if line.startswith("COPY --from=web")]
     assert crossing == ["COPY --from=web /web/build /opt/agentchat/web"]
     assert crossing[0] in stages["agent"]
-    assert "ENV AGENTCHAT_AGENT_UI_DIR=/opt/agentchat/web" in stages["agent"]
+    assert "ENV AGENTCHAT_AGENT_TUNING__UI_DIR=/opt/agentchat/web" in stages["agent"]
     # No Node in any final stage: not its base, no npm, no node binary copied in.
     for name in ("runtime", *TARGETS):
         assert not stages[name][0].startswith(("FROM node", "FROM ${NODE_IMAGE}")), name

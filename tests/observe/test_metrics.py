@@ -65,8 +65,8 @@ def operator_run(turned: Stack, tmp_path_factory: pytest.TempPathFactory
     port, metrics_port = free_port(), free_port()
     op = Service(
         ["operator", "--standalone", "--host", "127.0.0.1", "--port", str(port)],
-        env={"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TICK_S": "0.3",
-             "AGENTCHAT_OPERATOR_CONSISTENCY_TIMEOUT_S": "0",
+        env={"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TUNING__TICK_S": "0.3",
+             "AGENTCHAT_OPERATOR_TUNING__CONSISTENCY_TIMEOUT_S": "0",
              "AGENTCHAT_OPERATOR_METRICS_HOST": "127.0.0.1",
              "AGENTCHAT_OPERATOR_METRICS_PORT": str(metrics_port),
              "AGENTCHAT_DATA_DIR": str(tmp / "data"), "DATABASE_URL": "",

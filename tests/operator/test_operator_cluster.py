@@ -26,8 +26,8 @@ PATH = f"/apis/{c.GROUP}/{c.VERSION}/namespaces/{NS}/{c.PLURAL}"
 
 
 def _env(cluster: KubeEmulator, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TICK_S": "0.3",
-            "AGENTCHAT_OPERATOR_CONSISTENCY_TIMEOUT_S": "0", "AGENTCHAT_MODE": "dev",
+    return {"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TUNING__TICK_S": "0.3",
+            "AGENTCHAT_OPERATOR_TUNING__CONSISTENCY_TIMEOUT_S": "0", "AGENTCHAT_MODE": "dev",
             "AGENTCHAT_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": "", **extra}
 
 
@@ -45,7 +45,7 @@ def chart_operator(cluster: KubeEmulator, tmp_path: Path) -> Iterator[Callable[[
         svc = Service(["operator", "--namespace", NS, "--peering", PEERING,
                        "--host", "127.0.0.1", "--port", str(port)],
                       env=_env(cluster, tmp_path, AGENTCHAT_OPERATOR_INSTANCE="rel-a",
-                               AGENTCHAT_OPERATOR_BACKOFF_BASE_S="0.5"),
+                               AGENTCHAT_OPERATOR_TUNING__BACKOFF_BASE_S="0.5"),
                       port=port, ready_path="/healthz",
                       log=tmp_path / f"operator-{len(started)}.log").start()
         started.append(svc)

@@ -43,9 +43,9 @@ def operator_factory(cluster: KubeEmulator, tmp_path: Path) -> Iterator[Callable
         port = free_port()
         svc = Service(
             ["operator", "--standalone", "--host", "127.0.0.1", "--port", str(port)],
-            env={"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TICK_S": "0.3",
-                 "AGENTCHAT_OPERATOR_CONSISTENCY_TIMEOUT_S": "0",
-                 "AGENTCHAT_OPERATOR_BACKOFF_BASE_S": "0.5",
+            env={"KUBECONFIG": str(cluster.kubeconfig), "AGENTCHAT_OPERATOR_TUNING__TICK_S": "0.3",
+                 "AGENTCHAT_OPERATOR_TUNING__CONSISTENCY_TIMEOUT_S": "0",
+                 "AGENTCHAT_OPERATOR_TUNING__BACKOFF_BASE_S": "0.5",
                  "AGENTCHAT_JWT_LEEWAY_S": str(LEEWAY),
                  "AGENTCHAT_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": "",
                  # dev: these tests rotate keys in seconds (prePublicationSeconds below 120)

@@ -494,8 +494,8 @@ def test_the_documented_loop_against_the_running_sidecar(
     assert "68 of 3120 cells change" in summary.read_text()
 
     mounted = configmap_folder(tmp_path / "mounted", OLD)
-    extra = {"AGENTCHAT_POLICY_RELOAD_DEBOUNCE_MS": "200",  # the defaults the docs promise
-             "AGENTCHAT_POLICY_RELOAD_POLL_S": "10"}
+    extra = {"AGENTCHAT_POLICY_TUNING__RELOAD_DEBOUNCE_MS": "200",  # the defaults the docs promise
+             "AGENTCHAT_POLICY_TUNING__RELOAD_POLL_S": "10"}
     with sidecar(settings.data_dir, mounted, tmp_path, **extra) as svc:
         client = PolicyClient(svc.url, _service_token(settings, ring))
         for headers in ({}, {"Authorization": "Bearer nope"}):

@@ -127,7 +127,7 @@ def client(settings: SharedSettings, ring: KeyRing, issuer: DevUserIssuer,
     policy, tests = folders
     # No polling to speak of: a change must arrive as a file event in the watched folders.
     with sidecar(settings.data_dir, policy, tmp_path, AGENTCHAT_POLICY_TESTS_DIR=str(tests),
-                 AGENTCHAT_POLICY_RELOAD_POLL_S="600") as svc:
+                 AGENTCHAT_POLICY_TUNING__RELOAD_POLL_S="600") as svc:
         yield PolicyClient(svc.url, sign_service_token(
             ring, issuer=settings.service_issuer, audience=settings.service_audience))
 

@@ -188,7 +188,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str, migrated_tem
             AGENTCHAT_AGENT_APPROVAL_ESCALATION_EMAIL_TO=json.dumps(
                 {"*": ["oncall@example.com"]}),
             AGENTCHAT_AGENT_PUBLIC_URL="https://ss.example.com",
-            AGENTCHAT_AGENT_OUTBOX_POLL_S="0.2", AGENTCHAT_AGENT_OUTBOX_RETRY_S="0.3") as s:
+            AGENTCHAT_AGENT_TUNING__OUTBOX_POLL_S="0.2",
+            AGENTCHAT_AGENT_TUNING__OUTBOX_RETRY_S="0.3") as s:
         yield s
 
 

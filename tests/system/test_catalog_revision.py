@@ -53,7 +53,7 @@ def agents_catalog(stack: Stack) -> Path:
 @pytest.fixture(scope="module")
 def agent(stack: Stack, model: Service, agents_catalog: Path) -> Iterator[Service]:
     svc = stack.start_agent(AGENTCHAT_CATALOG_PATH=str(agents_catalog),
-                            AGENTCHAT_AGENT_CATALOG_CHECK_S="0.2", **stub_model_env(model))
+                            AGENTCHAT_AGENT_TUNING__CATALOG_CHECK_S="0.2", **stub_model_env(model))
     yield svc
     svc.stop()
 

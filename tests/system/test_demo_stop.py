@@ -34,7 +34,7 @@ def _start_demo(tmp: Path, database_url: str) -> tuple[subprocess.Popen[str], in
     port, sandbox, policy = free_port(), free_port(), free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "AGENTCHAT_DATA_DIR": str(tmp / "data"),
            # A lean start: no embedding model to load (keyword selection suffices here).
-           "AGENTCHAT_AGENT_SELECTION_EMBEDDINGS": "none"}
+           "AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS": "none"}
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "-o", ".venv/.installed-stamp", "-o", "web", "demo",
          f"DEMO_ARGS=--port {port} --sandbox-port {sandbox} --policy-port {policy}"],

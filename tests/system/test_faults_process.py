@@ -34,7 +34,7 @@ from testkit.support import create_database, drop_database
 # a new message); tests/system/test_takeover.py drives the takeover. With takeovers on, the
 # survivor may take the run over before its turn is swept (a refused submit of the waiting
 # client takes the expired lease again), and Retry then re-runs a finished turn.
-ENV = {"AGENTCHAT_LEASE_S": "2", "AGENTCHAT_AGENT_RUN_TAKEOVER": "false"}
+ENV = {"AGENTCHAT_AGENT_TUNING__LEASE_S": "2", "AGENTCHAT_AGENT_TUNING__RUN_TAKEOVER": "false"}
 BOUND_S = 45.0  # a liveness bound for the client's view, generous for a loaded 2-core box
 
 
@@ -64,7 +64,7 @@ def submit_and_kill(stack: Stack, kind: str, *args: object, **victim_env: str) -
 
 def test_kill_9_mid_stream(stack: Stack) -> None:
     out = submit_and_kill(stack, "stream_token", "привет and echo 400 words",
-                          AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.02")
+                          AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.02")
     cid = out.conversation_id
     assert cid
     turns = wait_for(lambda: turn_settled(stack.database_url, cid), "the sweeper", BOUND_S)

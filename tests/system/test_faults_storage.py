@@ -27,7 +27,8 @@ from testkit.reliability import (
 )
 from testkit.stack import Stack, running_stack
 
-ENV = {"AGENTCHAT_LEASE_S": "2", "AGENTCHAT_PLANNER_TOKEN_DELAY_S": "0.02"}
+ENV = {"AGENTCHAT_AGENT_TUNING__LEASE_S": "2",
+       "AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.02"}
 BOUND_S = 60.0  # the pool waits up to 10 s for a connection; generous on 2 loaded cores
 
 

@@ -34,7 +34,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     # search_dashboards times out after 2 s here (the slow-API case).
     catalog = catalog_with_timeouts(tmp, {"search_dashboards": TOOL_TIMEOUT_S})
     with stack_on_own_database(pg_server, migrated_template, tmp, catalog_path=catalog,
-                               AGENTCHAT_LEASE_S="1") as s:
+                               AGENTCHAT_AGENT_TUNING__LEASE_S="1") as s:
         yield s
 
 
@@ -42,9 +42,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
 def llm(stack: Stack) -> Iterator[tuple[Service, Service]]:
     """An OpenAI-compatible endpoint (tests/testkit/openai_stub.py) and an agent using it."""
     stub = start_openai_stub()
-    agent = stack.start_agent(AGENTCHAT_LLM="openai:stub-model",
-                              AGENTCHAT_LLM_BASE_URL=stub.url + "/v1",
-                              AGENTCHAT_LLM_API_KEY="sk-local", AGENTCHAT_LLM_TIMEOUT_S="4")
+    agent = stack.start_agent(AGENTCHAT_AGENT_LLM="openai:stub-model",
+                              AGENTCHAT_AGENT_LLM_BASE_URL=stub.url + "/v1",
+                              AGENTCHAT_AGENT_LLM_API_KEY="sk-local",
+                              AGENTCHAT_AGENT_LLM_TIMEOUT_S="4")
     yield stub, agent
     agent.stop()
     stub.stop()

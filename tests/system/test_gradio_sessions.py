@@ -34,7 +34,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
           migrated_template: str) -> Iterator[Stack]:
     with stack_on_own_database(pg_server, migrated_template,
                                tmp_path_factory.mktemp("sessions"),
-                               AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S="0.02") as s:
+                               AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.02") as s:
         yield s
 
 

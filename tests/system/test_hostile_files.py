@@ -39,8 +39,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     # model, so bob's long turn streams while the attacks arrive.
     with stack_on_own_database(pg_server, migrated_template, tmp,
                                GRADIO_TEMP_DIR=str(tmp / "gradio"),
-                               AGENTCHAT_PLANNER_TOKEN_DELAY_S="0.02",
-                               AGENTCHAT_MAX_FILES_TOTAL_BYTES=str(TOTAL_CAP)) as s:
+                               AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.02",
+                               AGENTCHAT_AGENT_TUNING__MAX_FILES_TOTAL_BYTES=str(TOTAL_CAP)) as s:
         yield s
 
 

@@ -27,7 +27,8 @@ from testkit.support import Service, create_database, drop_database
 
 # A short lease so a card outlives it within the test; answers paced like a slow model so a
 # turn is still streaming when the other replica is asked.
-ENV = {"AGENTCHAT_LEASE_S": "2", "AGENTCHAT_PLANNER_TOKEN_DELAY_S": "0.02"}
+ENV = {"AGENTCHAT_AGENT_TUNING__LEASE_S": "2",
+       "AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.02"}
 
 
 @pytest.fixture(scope="module")

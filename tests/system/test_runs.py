@@ -35,8 +35,9 @@ from testkit.support import Service, create_database, drop_database
 
 # Paced like a slow model, so a run is still streaming when a client comes back; a short
 # heartbeat so a dead replica's run is declared lost within seconds.
-ENV = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.02", "AGENTCHAT_AGENT_LEASE_S": "3",
-       "AGENTCHAT_AGENT_RUN_HEARTBEAT_S": "0.5", "AGENTCHAT_AGENT_RUN_LOST_S": "3"}
+ENV = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.02",
+       "AGENTCHAT_AGENT_TUNING__LEASE_S": "3", "AGENTCHAT_AGENT_TUNING__RUN_HEARTBEAT_S": "0.5",
+       "AGENTCHAT_AGENT_TUNING__RUN_LOST_S": "3"}
 LONG = "привет and echo 120 words"
 BOUND_S = 60.0
 
@@ -185,8 +186,8 @@ def test_join_errors(replicas: tuple[Stack, Service, Service]) -> None:
 def test_join_expired_when_the_events_are_no_longer_kept(
         replicas: tuple[Stack, Service, Service]) -> None:
     stack, a, _ = replicas
-    small = stack.start_agent(**ENV, AGENTCHAT_AGENT_RUN_EVENTS_MAX="10",
-                              AGENTCHAT_AGENT_FLUSH_INTERVAL_S="0.01")
+    small = stack.start_agent(**ENV, AGENTCHAT_AGENT_TUNING__RUN_EVENTS_MAX="10",
+                              AGENTCHAT_AGENT_TUNING__FLUSH_INTERVAL_S="0.01")
     alice = stack.token("alice")
     done = say(small, alice, "привет and echo 60 words")
     assert done.kind == "final" and len(done.events) > 12, done.types()
@@ -289,8 +290,9 @@ def test_a_run_outliving_the_drain_is_marked_lost_and_retry_completes_it(
     stack, a, _ = replicas
     # With takeovers off (a replica's own choice at its drain), as before issue 33; with them
     # on the run is handed over instead (tests/system/test_takeover.py).
-    leaving, leaving_policy = start_replica(stack, **{**ENV, "AGENTCHAT_AGENT_DRAIN_S": "1",
-                                                      "AGENTCHAT_AGENT_RUN_TAKEOVER": "false"})
+    leaving, leaving_policy = start_replica(
+        stack, **{**ENV, "AGENTCHAT_AGENT_DRAIN_S": "1",
+                  "AGENTCHAT_AGENT_TUNING__RUN_TAKEOVER": "false"})
     try:
         alice = stack.token("alice")
         tab_id = "tab-" + uuid.uuid4().hex

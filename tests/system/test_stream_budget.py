@@ -25,9 +25,9 @@ from testkit.stack import Stack, stack_on_own_database
 
 STREAMS = 8
 WRITES = 5
-ENV = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.02",
-       "AGENTCHAT_AGENT_MAX_STREAMS_PER_USER": str(STREAMS),
-       "AGENTCHAT_AGENT_MAX_REST_WRITES_PER_MINUTE_PER_USER": str(WRITES)}
+ENV = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.02",
+       "AGENTCHAT_AGENT_TUNING__MAX_STREAMS_PER_USER": str(STREAMS),
+       "AGENTCHAT_AGENT_TUNING__MAX_REST_WRITES_PER_MINUTE_PER_USER": str(WRITES)}
 LONG = "привет and echo 400 words"  # ~8 s at 20 ms a token: the joins arrive while it streams
 
 

@@ -27,8 +27,8 @@ from testkit.stack import Stack, running_stack
 from testkit.support import Service, create_database, drop_database
 
 # Many small events: a paced answer, flushed often (the quadratic store showed at once).
-ENV = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.003",
-       "AGENTCHAT_AGENT_FLUSH_INTERVAL_S": "0.003", "AGENTCHAT_AGENT_MAX_LIVE_RUNS": "1"}
+ENV = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.003",
+       "AGENTCHAT_AGENT_TUNING__FLUSH_INTERVAL_S": "0.003", "AGENTCHAT_AGENT_MAX_LIVE_RUNS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def agents(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     url = create_database(pg_server, template=migrated_template)
     try:
         with running_stack(tmp_path_factory.mktemp("capacity"), url, **ENV) as stack:
-            trimmed = stack.start_agent(AGENTCHAT_AGENT_RUN_EVENTS_MAX="10")
+            trimmed = stack.start_agent(AGENTCHAT_AGENT_TUNING__RUN_EVENTS_MAX="10")
             yield stack, stack.agent, trimmed
     finally:
         drop_database(pg_server, url)
@@ -117,8 +117,8 @@ def test_a_run_in_memory_is_linear() -> None:
     """The RunHub's own record of a 2,000-token answer (no database: the log off) holds the
     answer once: its events add the tokens' size, not the answer's per event."""
     async def kept_bytes(tokens: int) -> tuple[int, str]:
-        hub = RunHub(settings=AgentSettings(mode="dev", run_events=False,
-                                            flush_interval_s=0.0, flush_events_per_s=0.0),
+        hub = RunHub(settings=AgentSettings(mode="dev", tuning={
+                         "run_events": False, "flush_interval_s": 0.0, "flush_events_per_s": 0.0}),
                      pool=None)  # type: ignore[arg-type]
         turn = Turn("c1", "t1", "s1", TurnRuntime(conversation_id="c1", user_jwt="", tools=[]),
                     None)

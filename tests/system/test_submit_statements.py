@@ -48,7 +48,7 @@ def wired(stack: Stack) -> Iterator[tuple[Any, PgWire]]:
     # A long lease: its heartbeat (every lease_s / 3) and the sweeper's later passes stay out
     # of the windows (its first, at start, is left out by NOT_THE_SUBMITS).
     agent = stack.start_agent(DATABASE_URL=proxy.url(stack.database_url),
-                              AGENTCHAT_AGENT_LEASE_S="120")
+                              AGENTCHAT_AGENT_TUNING__LEASE_S="120")
     yield agent, proxy
     agent.stop()
 

@@ -53,9 +53,11 @@ from testkit.support import (
 # bound so a dead replica's run is taken over within seconds; a lease longer than that (the
 # orphan sweep settles a turn whose lease lapsed, and the takeover must come first); two
 # attempts, so "attempts used up" needs only two kills.
-ENV = {"AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S": "0.02", "AGENTCHAT_AGENT_LEASE_S": "15",
-       "AGENTCHAT_AGENT_RUN_HEARTBEAT_S": "0.5", "AGENTCHAT_AGENT_RUN_LOST_S": "2",
-       "AGENTCHAT_AGENT_RUN_TAKEOVER_POLL_S": "0.25", "AGENTCHAT_AGENT_RUN_MAX_ATTEMPTS": "2"}
+ENV = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.02",
+       "AGENTCHAT_AGENT_TUNING__LEASE_S": "15", "AGENTCHAT_AGENT_TUNING__RUN_HEARTBEAT_S": "0.5",
+       "AGENTCHAT_AGENT_TUNING__RUN_LOST_S": "2",
+       "AGENTCHAT_AGENT_TUNING__RUN_TAKEOVER_POLL_S": "0.25",
+       "AGENTCHAT_AGENT_TUNING__RUN_MAX_ATTEMPTS": "2"}
 LONG = "привет and echo 80 words"
 BOUND_S = 45.0
 LATENCIES: dict[str, list[float]] = {"sigkill": [], "drain": []}
@@ -67,7 +69,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     url = create_database(pg_server, template=migrated_template)
     try:
         with running_stack(tmp_path_factory.mktemp("takeover"), url,
-                           AGENTCHAT_AGENT_REPLICA="survivor", **ENV) as s:
+                           AGENTCHAT_AGENT_TUNING__REPLICA="survivor", **ENV) as s:
             yield s
     finally:
         drop_database(pg_server, url)
@@ -78,7 +80,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
 
 
 def victim(stack: Stack, name: str, **env: str) -> Service:
-    return stack.start_agent(**{**ENV, "AGENTCHAT_AGENT_REPLICA": name, **env})
+    return stack.start_agent(**{**ENV, "AGENTCHAT_AGENT_TUNING__REPLICA": name, **env})
 
 
 def join_message(cid: str, run_id: str, last_seq: int) -> dict[str, Any]:

@@ -33,9 +33,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     # The testkit lifts the quotas for other tests; here they are the defaults, but bytes.
     with stack_on_own_database(pg_server, migrated_template, tmp,
                                GRADIO_TEMP_DIR=str(tmp / "gradio"),
-                               AGENTCHAT_AGENT_UPLOADS_PER_MINUTE_PER_USER="10",
-                               AGENTCHAT_AGENT_UPLOAD_FILES_PER_USER="20",
-                               AGENTCHAT_AGENT_UPLOAD_BYTES_PER_USER=str(USER_BYTES),
+                               AGENTCHAT_AGENT_TUNING__UPLOADS_PER_MINUTE_PER_USER="10",
+                               AGENTCHAT_AGENT_TUNING__UPLOAD_FILES_PER_USER="20",
+                               AGENTCHAT_AGENT_TUNING__UPLOAD_BYTES_PER_USER=str(USER_BYTES),
                                AGENTCHAT_AGENT_UPLOAD_BYTES_PER_REPLICA=str(48 << 20)) as s:
         yield s
 
@@ -186,7 +186,8 @@ def test_files_left_from_before_a_restart_are_swept(stack: Stack, tmp_path: Path
         p.parent.mkdir(parents=True)
         p.write_bytes(b"left by the previous process")
     os.utime(old, (time.time() - 120, time.time() - 120))
-    agent = stack.start_agent(GRADIO_TEMP_DIR=str(where), AGENTCHAT_AGENT_UPLOAD_EXPIRY_S="60")
+    agent = stack.start_agent(GRADIO_TEMP_DIR=str(where),
+                              AGENTCHAT_AGENT_TUNING__UPLOAD_EXPIRY_S="60")
     try:
         wait_for(lambda: not old.exists(), "the sweeper deletes the forgotten file", 30)
         assert recent.exists()
@@ -197,8 +198,8 @@ def test_files_left_from_before_a_restart_are_swept(stack: Stack, tmp_path: Path
 def test_unused_uploads_expire_and_free_the_quota(stack: Stack, tmp_path: Path) -> None:
     expiry = 6.0
     agent = stack.start_agent(GRADIO_TEMP_DIR=str(tmp_path / "gradio"),
-                              AGENTCHAT_AGENT_UPLOAD_EXPIRY_S=str(expiry),
-                              AGENTCHAT_AGENT_UPLOAD_FILES_PER_USER="2",
+                              AGENTCHAT_AGENT_TUNING__UPLOAD_EXPIRY_S=str(expiry),
+                              AGENTCHAT_AGENT_TUNING__UPLOAD_FILES_PER_USER="2",
                               AGENTCHAT_AGENT_UPLOAD_BYTES_PER_REPLICA="200000")
     try:
         alice, bob = fresh(stack), fresh(stack)

@@ -49,7 +49,7 @@ def words_stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     # superset_explore_database times out after 2 s here (the timeout case).
     catalog = catalog_with_timeouts(tmp, {"superset_explore_database": 2})
     with stack_on_own_database(pg_server, migrated_template, tmp, catalog_path=catalog) as s:
-        s.start_agent(AGENTCHAT_CONFIRMATION_TTL_S="3")  # agents[1]: the expiry cases
+        s.start_agent(AGENTCHAT_AGENT_CONFIRMATION_TTL_S="3")  # agents[1]: the expiry cases
         yield s
 
 
@@ -113,9 +113,9 @@ def test_a_table_of_messages_is_answered_in_each_ones_language(words_stack: Stac
 @pytest.fixture(scope="module")
 def openai_agent(words_stack: Stack) -> Iterator[tuple[Service, Service]]:
     stub = start_openai_stub()
-    agent = words_stack.start_agent(AGENTCHAT_LLM="openai:gpt-4o-mini",
-                                    AGENTCHAT_LLM_BASE_URL=stub.url + "/v1",
-                                    AGENTCHAT_LLM_API_KEY="unused")
+    agent = words_stack.start_agent(AGENTCHAT_AGENT_LLM="openai:gpt-4o-mini",
+                                    AGENTCHAT_AGENT_LLM_BASE_URL=stub.url + "/v1",
+                                    AGENTCHAT_AGENT_LLM_API_KEY="unused")
     yield agent, stub
     agent.stop()
     stub.stop()

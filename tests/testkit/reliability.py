@@ -54,7 +54,7 @@ def start_replica(stack: Stack, **env: str) -> tuple[Service, Service]:
                           **stack.policy_env},
                      port=port, ready_path="/readyz",
                      log=stack.data_dir / f"policy-{port}.log").start()
-    agent = stack.start_agent(AGENTCHAT_POLICY_URL=policy.url, **env)
+    agent = stack.start_agent(AGENTCHAT_AGENT_POLICY_URL=policy.url, **env)
     return agent, policy
 
 

@@ -164,7 +164,7 @@ def stub_model_env(model: Service) -> dict[str, str]:
     return {"AGENTCHAT_AGENT_LLM": "openai:stub-model",
             "AGENTCHAT_AGENT_LLM_BASE_URL": model.url + "/v1",
             "AGENTCHAT_AGENT_LLM_API_KEY": "sk-local", "AGENTCHAT_AGENT_LLM_TIMEOUT_S": "10",
-            "AGENTCHAT_AGENT_SELECTION_EMBEDDINGS": "none"}
+            "AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS": "none"}
 
 
 def script_model(model: Service, *replies: list[dict[str, Any]]) -> None:

@@ -31,7 +31,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, running_stack(Path(tmp) / "data", url) as s:
             # A paced agent (cancel, join), one with a dead model (LLM_UNAVAILABLE), one whose
             # cards expire in 2 s.
-            slow = s.start_agent(AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S="0.03")
+            slow = s.start_agent(AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.03")
             dead = s.start_agent(AGENTCHAT_AGENT_LLM="openai:gpt-4o-mini",
                                  AGENTCHAT_AGENT_LLM_BASE_URL="http://127.0.0.1:9/v1",
                                  AGENTCHAT_AGENT_LLM_API_KEY="x",

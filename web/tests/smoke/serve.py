@@ -69,7 +69,7 @@ def main() -> None:
     try:
         asyncio.run(migrate_url(url))
         with tempfile.TemporaryDirectory() as tmp, running_stack(
-                Path(tmp) / "data", url, AGENTCHAT_AGENT_PLANNER_TOKEN_DELAY_S="0.03") as s:
+                Path(tmp) / "data", url, AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.03") as s:
             print(f"page: http://127.0.0.1:{port}/api/agent/ui/  agent: {s.agent.url}", flush=True)
             uvicorn.run(app_for(s, s.agent.url), host="127.0.0.1", port=port, log_level="warning")
     finally:
