@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agentchat.settings import TUNING, SharedSettings, env_name
+from agentchat.settings import SharedSettings
 
 
 class OperatorTuning(BaseModel):
@@ -22,8 +22,8 @@ class OperatorTuning(BaseModel):
     database_timeout_s: float = Field(default=5.0, gt=0)
     # The pruner sleeps this many times the duration of each unit of work (see pruning.py).
     prune_pause_ratio: float = Field(default=1.0, ge=0)
-    # kopf's wait for its own patches to come back. 0 is for the tests' API stand-in, which
-    # keeps no resourceVersions (dev mode only: `dev_only_switches`).
+    # kopf's wait for its own patches to come back (0 for an API without resourceVersions:
+    # the tests' kmock).
     consistency_timeout_s: float = Field(default=5.0, ge=0)
 
 
@@ -55,10 +55,3 @@ class OperatorSettings(SharedSettings):
     def backoff(self, retry: int) -> float:
         return float(min(self.tuning.backoff_base_s * 2 ** max(retry, 0),
                          self.tuning.backoff_max_s))
-
-    def dev_only_switches(self) -> list[str]:
-        """No wait for kopf's own patches: the tests' API stand-in only; a real API server
-        keeps resourceVersions, and without the wait kopf may act on a stale object."""
-        if self.tuning.consistency_timeout_s > 0:
-            return []
-        return [f"{env_name(type(self), f'{TUNING}.consistency_timeout_s')}=0"]

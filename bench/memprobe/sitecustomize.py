@@ -10,8 +10,17 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import sys
 import tracemalloc
 from pathlib import Path
+
+# Probes for benchmarks, like the product's benchmark switches: refused outside dev mode, so an
+# environment copied from a benchmark never turns them on in a deployment.
+_PROBES = sorted(k for k in os.environ if k.startswith("AGENTCHAT_BENCH_"))
+if _PROBES and os.environ.get("AGENTCHAT_MODE") != "dev":
+    print(f"bench/memprobe: refusing to start: {', '.join(_PROBES)}: for benchmarks only, "
+          "refused outside dev mode (AGENTCHAT_MODE=dev)", file=sys.stderr, flush=True)
+    os._exit(2)  # sitecustomize: SystemExit would end in a "Fatal Python error" traceback
 
 _DIR = os.environ.get("AGENTCHAT_BENCH_TRACEMALLOC_DIR")
 if _DIR:

@@ -107,6 +107,23 @@ def test_in_dev_the_benchmark_switches_are_taken(monkeypatch: pytest.MonkeyPatch
     assert PolicySettings().policy_decision_log_stdout is False
 
 
+def test_the_benchmark_probes_refuse_to_run_outside_dev(tmp_path: Path) -> None:
+    """bench/memprobe on a process's PYTHONPATH with an AGENTCHAT_BENCH_* probe and no dev
+    mode (a benchmark's environment copied into a deployment): the process stops before the
+    agent starts, naming the variable; with AGENTCHAT_MODE=dev it runs."""
+    gc_file = tmp_path / "gc.json"
+    env = clean_env(PYTHONPATH=str(ROOT / "bench" / "memprobe"),
+                    AGENTCHAT_BENCH_GCSTATS_FILE=str(gc_file), AGENTCHAT_DATA_DIR=str(tmp_path))
+    out = run_cli("serve", env=env)
+    assert out.returncode == 2, (out.stdout, out.stderr[-2000:])
+    assert ("refusing to start: AGENTCHAT_BENCH_GCSTATS_FILE: for benchmarks only, refused "
+            "outside dev mode (AGENTCHAT_MODE=dev)") in out.stderr
+    assert "Traceback" not in out.stderr and not gc_file.exists()
+    dev = subprocess.run([sys.executable, "-c", "print('probed')"], capture_output=True,
+                         text=True, timeout=60, check=False, env={**env, "AGENTCHAT_MODE": "dev"})
+    assert (dev.returncode, dev.stdout.strip()) == (0, "probed"), dev.stderr[-2000:]
+
+
 def test_token_cli_needs_dev_mode(tmp_path: Path) -> None:
     prod = run_cli("token", "--user", "bob", env=clean_env(AGENTCHAT_DATA_DIR=str(tmp_path)))
     assert prod.returncode == 2 and not prod.stdout
