@@ -135,8 +135,9 @@ def test_readmes_and_comments_cite_the_contract_inside_the_repository() -> None:
 
 
 
-# Product code names what it relies on by the repository's docs (docs/protocol.md §11), never by
-# a tracker's number ("issue 34") that a clone cannot open. Markdown is documentation, not code.
+# Product code and the Markdown docs name what they rely on by the repository's docs
+# (docs/protocol.md §11), never by a tracker's number ("issue 34") that a clone cannot open.
+# bench/HISTORY.md is a dated journal: its entries keep the words of their day.
 PRODUCT = ("agent", "agentchat", "policy", "operator", "sandbox", "web/src", "charts")
 CODE_SUFFIXES = {".py", ".ts", ".svelte", ".mjs", ".js", ".yaml", ".yml", ".tpl", ".json", ".toml"}
 TRACKER = re.compile(r"\bissues?\s+(?:#\s*)?\d+|\bissues?\s*#\d+", re.I)
@@ -157,6 +158,22 @@ def test_product_code_cites_docs_not_issue_numbers() -> None:
                 if tracker_references(line):
                     found.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:80]}")
     assert not found, "say what it means or cite docs/ instead:\n" + "\n".join(found)
+
+
+def markdown_docs() -> list[Path]:
+    return sorted(p for p in ROOT.rglob("*.md")
+                  if not any(part.startswith(".") or part == "node_modules"
+                             for part in p.relative_to(ROOT).parts)
+                  and p != ROOT / "bench" / "HISTORY.md")
+
+
+def test_markdown_docs_cite_sections_not_issue_numbers() -> None:
+    docs = markdown_docs()
+    assert ROOT / "docs" / "protocol.md" in docs and ROOT / "agent" / "README.md" in docs
+    found = [f"{path.relative_to(ROOT)}:{i}: {line.strip()[:80]}"
+             for path in docs for i, line in enumerate(path.read_text().splitlines(), 1)
+             if tracker_references(line)]
+    assert not found, "point at the docs section meant, or drop it:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
