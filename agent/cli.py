@@ -1,5 +1,6 @@
 """The agent's sub-commands: `agentchat serve` runs the service; `agentchat audit` exports,
-verifies and prunes its audit trail."""
+verifies and prunes its audit trail; `agentchat mcp config` prints an MCP client's
+configuration."""
 
 from __future__ import annotations
 
@@ -171,9 +172,53 @@ def _audit_parser(sub: Any) -> None:
     pru.set_defaults(func=_cmd_audit_prune)
 
 
+def mcp_resource() -> str:
+    """The MCP endpoint's URL, its tokens' audience (AGENTCHAT_AGENT_MCP_AUDIENCE, else
+    AGENTCHAT_AGENT_PUBLIC_URL + /api/agent/mcp, else this host and port's)."""
+    from agentchat.agent.settings import AgentSettings
+
+    return AgentSettings().mcp_resource
+
+
+def _cmd_mcp_config(args: argparse.Namespace) -> int:
+    """The `mcpServers` JSON Claude Code (`.mcp.json`) and Cursor (`mcp.json`) read: the
+    endpoint over Streamable HTTP with the caller's token (docs/protocol.md §12)."""
+    url = mcp_resource()
+    token = args.token
+    if token is None:
+        settings = SharedSettings()
+        if not settings.is_dev:
+            print("agentchat mcp config --user needs the dev issuer: set AGENTCHAT_MODE=dev, "
+                  "or give --token (a token of your identity provider for "
+                  f"{url})", file=sys.stderr)
+            return 2
+        from agentchat.identity import DevUserIssuer
+
+        token = DevUserIssuer(settings).mint(args.user, None, lifetime_s=args.lifetime,
+                                             extra={"aud": url})
+    server = {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+    print(json.dumps({"mcpServers": {args.name: server}}, indent=2))
+    return 0
+
+
+def _mcp_parser(sub: Any) -> None:
+    mcp = sub.add_parser("mcp", help="the MCP endpoint: a client's configuration")
+    verbs = mcp.add_subparsers(dest="verb", required=True)
+    cfg = verbs.add_parser("config", help="print the mcpServers JSON for Claude Code, Cursor "
+                           "or any MCP client: the endpoint and an Authorization header")
+    who = cfg.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", help="a demo user: a dev token for the MCP audience")
+    who.add_argument("--token", help="a token the identity provider issued for the endpoint")
+    cfg.add_argument("--name", default="agentchat", help="the server's name in the config")
+    cfg.add_argument("--lifetime", type=int, default=8 * 3600,
+                     help="seconds until a dev token expires")
+    cfg.set_defaults(func=_cmd_mcp_config)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the agent service (FastAPI + Gradio + LangGraph)")
     p.add_argument("--host")
     p.add_argument("--port", type=int)
     p.set_defaults(func=_serve)
     _audit_parser(sub)
+    _mcp_parser(sub)

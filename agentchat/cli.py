@@ -42,7 +42,13 @@ def _cmd_token(args: argparse.Namespace) -> int:
         return 2
     roles = args.roles.split(",") if args.roles is not None else None
     issuer = DevUserIssuer(settings)
-    print(issuer.mint(args.user, roles, lifetime_s=args.lifetime or 8 * 3600))
+    extra = None
+    if args.audience == "mcp":
+        # A token for the MCP endpoint only (RFC 8707): /chat and REST refuse it.
+        from agentchat.agent.cli import mcp_resource
+
+        extra = {"aud": mcp_resource()}
+    print(issuer.mint(args.user, roles, lifetime_s=args.lifetime or 8 * 3600, extra=extra))
     return 0
 
 
@@ -104,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--service", action="store_true", help="a service token signed by our key")
     tok.add_argument("--roles", help="comma-separated roles (role or role@env)")
     tok.add_argument("--lifetime", type=int, help="seconds until the token expires")
+    tok.add_argument("--audience", choices=["chat", "mcp"], default="chat",
+                     help="a user token's audience: /chat and REST (default), or the MCP "
+                          "endpoint (agentchat mcp config prints a client's configuration)")
     tok.set_defaults(func=_cmd_token)
 
     mig = sub.add_parser("migrate", help="apply the database migrations (the chart's hook Job"

@@ -146,6 +146,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  panel:       http://127.0.0.1:{args.port}/api/agent/ui/")
         print(f"  Gradio page: http://127.0.0.1:{args.port}/api/agent/gradio/")
         print(f"  API docs:    http://127.0.0.1:{args.port}/docs")
+        print(f"  MCP:         http://127.0.0.1:{args.port}/api/agent/mcp "
+              "(AGENTCHAT_MODE=dev agentchat mcp config --user alice)")
         print(f"  sandbox:     http://127.0.0.1:{args.sandbox_port}/docs")
         print("\nDemo users' tokens (Authorization: Bearer …):")
         for user, roles in DEMO_USERS.items():
