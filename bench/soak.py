@@ -25,7 +25,7 @@ The books add: turns that never completed (`turns_lost` counts them), every rejo
 final text against the stored message, `seq` continuity across rejoins, runs and turns left
 `running`, and per fault what the clients saw (drops, rejoins and how they ended, error codes,
 retries, time from the drop to the rejoined stream's first event). A killed replica's runs are
-taken over by the other (issue 33, docs/protocol.md §4 "Takeover"): a rejoin then gets
+taken over by the other (docs/protocol.md §4 "Takeover"): a rejoin then gets
 `run_resumed` and its seq goes on from `after_seq`; the goal `runs_lost_0` says no run was
 lost (`RUN_LOST`) while a replica lived to take it, and `runs_taken_over` counts takeovers.
 
@@ -835,8 +835,8 @@ def main() -> None:
     url = create_database(server)
     env = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.033",  # a 30 tokens/s model
            # The lease above RUN_LOST_S (10 s): a killed replica's runs are taken over before
-           # the orphan sweep settles their turns (docs/reliability.md, "Takeover (issue 33):
-           # a run survives its replica"). A shorter RUN_LOST_S on this overloaded 2-core box
+           # the orphan sweep settles their turns (docs/reliability.md, "Takeover: a run
+           # survives its replica"). A shorter RUN_LOST_S on this overloaded 2-core box
            # took live runs from starved replicas.
            "AGENTCHAT_AGENT_TUNING__LEASE_S": "20",
            "AGENTCHAT_AGENT_TUNING__POLICY_TIMEOUT_S": "2.0"}
