@@ -212,6 +212,10 @@ def test_selectors_do_not_change_on_upgrade() -> None:
         assert a["spec"]["selector"] == b["spec"]["selector"]
 
 
+# The MCP endpoint's RFC 9728 metadata (docs/protocol.md §12), an Exact path of its own.
+MCP_METADATA = "/.well-known/oauth-protected-resource/api/agent/mcp"
+
+
 def test_ingress_routes_and_streaming() -> None:
     ingress = one(render(MATRIX["ingress-tls"]), "Ingress")
     annotations = ingress["metadata"]["annotations"]
@@ -224,11 +228,11 @@ def test_ingress_routes_and_streaming() -> None:
     [rule] = ingress["spec"]["rules"]
     assert rule["host"] == "sstools.example.com"
     paths = [p["path"] for p in rule["http"]["paths"]]
-    assert paths == ["/api/agent/gradio", "/api/agent", "/api/assistant"]
+    assert paths == [MCP_METADATA, "/api/agent/gradio", "/api/agent", "/api/assistant"]
     # Left to an existing ss-tools backend:
     other = one(render(MATRIX["existing-secrets"]), "Ingress")
     assert [p["path"] for p in other["spec"]["rules"][0]["http"]["paths"]] == [
-        "/api/agent/gradio", "/api/agent"]
+        MCP_METADATA, "/api/agent/gradio", "/api/agent"]
 
 
 def test_network_policy_admits_only_the_ingress_and_labelled_clients() -> None:
