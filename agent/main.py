@@ -45,7 +45,7 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
                                             wait_s=settings.schema_wait_s)
             log.info("database schema at migration %d (this version needs %d)", version,
                      REQUIRED_SCHEMA)
-        holder.services = await build_services(settings)
+        holder.services = await build_services(settings, holder.uploads)
         frozen = heap.tune(freeze=settings.tuning.gc_freeze,
                            gen0_threshold=settings.tuning.gc_gen0_threshold)
         log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(), frozen)

@@ -25,6 +25,7 @@ from agentchat.agent.chat.sweeper import Sweeper
 from agentchat.agent.chat.takeover import Takeover
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import TurnRunner
+from agentchat.agent.chat.upload_book import UploadBook
 from agentchat.agent.chat.user_limits import PerMinute, UserLimits
 from agentchat.agent.graph.builder import build_graph
 from agentchat.agent.graph.checkpoints import Checkpointer
@@ -61,6 +62,7 @@ class Services:
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
     approvals: Approvals  # answers by someone else (docs/protocol.md §11), the inbox
+    uploads: UploadBook  # who owns each upload, and the quotas (agent/chat/upload_book.py)
     notifications: Notifications | None = None  # their outbox's delivery
     sweeper: Sweeper | None = None
     takeover: Takeover | None = None
@@ -104,7 +106,9 @@ class Services:
         await self.pool.close()
 
 
-async def build_services(settings: AgentSettings) -> Services:
+async def build_services(settings: AgentSettings, uploads: UploadBook) -> Services:
+    """Everything the adapters call; `uploads` is the process's owners' book (ServiceHolder's),
+    which the Gradio guard, built before the services, holds as well."""
     catalogs = CatalogSource(settings.catalog_path, check_s=settings.tuning.catalog_check_s)
     pool = create_pool(resolve_database_url(settings), max_size=settings.db_pool_max)
     await pool.open(wait=True, timeout=30)
@@ -137,20 +141,21 @@ async def build_services(settings: AgentSettings) -> Services:
     listener = RunListener(settings)
     selection = TurnToolChooser(settings, catalogs)
     starts = TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
-                        replica=hub.replica)
+                        replica=hub.replica, uploads=uploads)
     chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,
                 limits=UserLimits.from_settings(settings), starts=starts,
                 answers=CardAnswers(pool=pool, runner=runner, policy=deps.policy,
                                     catalogs=catalogs, audit=audit),
                 conversations=Conversations(pool=pool, catalogs=catalogs,
-                                            run_lost_s=settings.tuning.run_lost_s),
+                                            run_lost_s=settings.tuning.run_lost_s,
+                                            uploads=uploads),
                 audit_log=AuditLog(pool=pool, audit_role=settings.audit_role),
-                llm_status=LlmStatusProbe(settings, http))
+                llm_status=LlmStatusProbe(settings, http), uploads=uploads)
     dev_issuer = DevUserIssuer(settings) if settings.is_dev else None
     sweeper = Sweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.tuning.lease_s,
                             retention=Retention(db=pool, days=settings.audit_retention_days,
                                                 interval_s=settings.tuning.audit_prune_interval_s),
-                            upload_expiry_s=settings.tuning.upload_expiry_s)
+                            uploads=uploads, upload_expiry_s=settings.tuning.upload_expiry_s)
     sweeper.start()
     takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts, audit=audit)
     takeover.start()
@@ -159,7 +164,7 @@ async def build_services(settings: AgentSettings) -> Services:
     notifications.start()
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
-                    hub=hub, listener=listener,
+                    hub=hub, listener=listener, uploads=uploads,
                     sweeper=sweeper, takeover=takeover,
                     rest_writes=PerMinute(settings.tuning.max_rest_writes_per_minute_per_user,
                                           "writes"),
@@ -169,9 +174,14 @@ async def build_services(settings: AgentSettings) -> Services:
 
 
 class ServiceHolder:
-    """Set in the app's lifespan; the Gradio functions (built earlier) read it per call."""
+    """Set in the app's lifespan; the Gradio functions (built earlier) read it per call. The
+    owners' book of this process's uploads is built with it: the Gradio guard, added before the
+    lifespan runs, and the services share it."""
 
     services: Services | None = None
+
+    def __init__(self) -> None:
+        self.uploads = UploadBook()
 
     def get(self) -> Services:
         if self.services is None:

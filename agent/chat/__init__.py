@@ -36,7 +36,7 @@ May import: graph, selection, audit, storage, agentchat. Imported by: wiring and
 """
 
 from agentchat.agent.chat.approvals import APPROVAL_ID, APPROVE_PATH, ApprovalAnswer, Approvals
-from agentchat.agent.chat.attachments import OWNERS, no_links, upload_key
+from agentchat.agent.chat.attachments import no_links, upload_key
 from agentchat.agent.chat.conversations import ActiveRun, Conversations, TabState
 from agentchat.agent.chat.events import to_message
 from agentchat.agent.chat.facade import Chat
@@ -59,7 +59,6 @@ __all__ = [
     "APPROVE_PATH",
     "FRAMING_BYTES",
     "ID_PATTERN",
-    "OWNERS",
     "ActiveRun",
     "ApprovalAnswer",
     "Approvals",

@@ -3,13 +3,16 @@ guard covers the page's app under the mount, PAGE_SUBPATH, the same way).
 
     POST …/gradio_api/upload ─ GradioFileGuard: a valid user token, else 401; the quotas
                                (upload_quota.py: 413/429 before Gradio writes anything); the
-                               paths Gradio answers are recorded in OWNERS under the token's `sub`
+                               paths Gradio answers are recorded in the owners' book under the
+                               token's `sub`
     POST …/queue/join, call… ─ GradioFileGuard: a FileData path outside the upload folder is
                                422 INVALID_REQUEST before Gradio copies or hashes anything
     /chat message.files      ─ inputs.parse_files (no I/O), then inputs.file_text: the owner,
                                then read_upload in a thread (O_NOFOLLOW, fstat, S_ISREG, a cap)
 
-The owner map lives in the agent process. An upload and the submit naming it reach the same
+The owners' book (an UploadBook, one per agent process: wiring.py builds it and hands it to
+the guard, the request parser and the domain objects that touch uploads) lives in the process.
+An upload and the submit naming it reach the same
 replica (the Gradio session is sticky, and the file itself exists only in that pod's upload
 folder), so a shared store would buy nothing; after a restart the map is empty and older
 uploads are refused: the user attaches the file again. That is fail closed, and simpler than
@@ -63,16 +66,12 @@ def no_links(path: str, key: str) -> bool:
     return os.path.realpath(path) == os.path.join(os.path.realpath(upload_folder()), key)
 
 
-# Who owns each upload, its size and last use, and the quotas (agent/chat/upload_book.py).
-OWNERS = UploadBook()
-
-
-def delete_uploads(keys: list[str]) -> int:
+def delete_uploads(book: UploadBook, keys: list[str]) -> int:
     """Delete uploads no one holds any more (and Gradio's hash folder once empty); how many
     were deleted. A key is relative to the upload folder (upload_key), so nothing outside it."""
     root, deleted = upload_folder(), 0
     for key in keys:
-        if OWNERS.known(key):  # uploaded again meanwhile (the same content, the same path)
+        if book.known(key):  # uploaded again meanwhile (the same content, the same path)
             continue
         path = os.path.join(root, key)
         with contextlib.suppress(FileNotFoundError):
@@ -85,26 +84,26 @@ def delete_uploads(keys: list[str]) -> int:
     return deleted
 
 
-def sweep_uploads(expiry_s: float) -> int:
+def sweep_uploads(book: UploadBook, expiry_s: float) -> int:
     """The sweeper's part (agent/chat/sweeper.py; blocking, call it in a thread): uploads
     unused for `expiry_s`, deleted; and files no one here owns (left from before a restart,
     which the emptyDir outlives) once their mtime, the last use (read_upload), is as old."""
-    deleted = delete_uploads(OWNERS.expired(expiry_s))
+    deleted = delete_uploads(book, book.expired(expiry_s))
     root, cutoff = upload_folder(), time.time() - expiry_s
     for parent, _, names in os.walk(root):
         for name in names:
             path = os.path.join(parent, name)
             key = os.path.relpath(path, root)
             with contextlib.suppress(OSError):
-                if not OWNERS.known(key) and os.lstat(path).st_mtime < cutoff:
-                    deleted += delete_uploads([key])
+                if not book.known(key) and os.lstat(path).st_mtime < cutoff:
+                    deleted += delete_uploads(book, [key])
     return deleted
 
 
-def forget_conversation(conversation_id: str, sub: str) -> int:
+def forget_conversation(book: UploadBook, conversation_id: str, sub: str) -> int:
     """A deleted conversation: the uploads its messages used, deleted unless another user
     holds the same file."""
-    return delete_uploads(OWNERS.forget_conversation(conversation_id, sub))
+    return delete_uploads(book, book.forget_conversation(conversation_id, sub))
 
 
 def read_upload(path: str, key: str, limit: int) -> bytes:
@@ -142,13 +141,14 @@ def read_upload(path: str, key: str, limit: int) -> bytes:
     return data
 
 
-async def file_text(settings: AgentSettings, files: list[dict[str, Any]], owner: str) -> str:
+async def file_text(book: UploadBook, settings: AgentSettings, files: list[dict[str, Any]],
+                    owner: str) -> str:
     """Text files reach the model as text, others by name and size. Every file must have been
     uploaded by `owner`; anything refused is INVALID_REQUEST before anything is stored."""
     for f in files:
-        if not OWNERS.owns(f["key"], owner):
+        if not book.owns(f["key"], owner):
             raise AgentChatError(ErrorCode.INVALID_REQUEST, "a file was not uploaded by you")
-    OWNERS.touch((f["key"] for f in files), owner)  # used now: its expiry starts again
+    book.touch((f["key"] for f in files), owner)  # used now: its expiry starts again
     try:
         return await asyncio.to_thread(_read_files, settings, files)
     except RefusedFile as e:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from agentchat.agent.chat.attachments import forget_conversation
+from agentchat.agent.chat.upload_book import UploadBook
 from agentchat.agent.graph.tool_runtime import tool_title
 from agentchat.agent.storage import conversations as records
 from agentchat.agent.storage import leases, runs
@@ -42,8 +43,10 @@ class TabState:
 
 
 class Conversations:
-    def __init__(self, *, pool: Db, catalogs: CatalogSource, run_lost_s: float) -> None:
+    def __init__(self, *, pool: Db, catalogs: CatalogSource, run_lost_s: float,
+                 uploads: UploadBook) -> None:
         self.pool = pool
+        self.uploads = uploads
         self.catalogs = catalogs
         self.run_lost_s = run_lost_s
 
@@ -67,7 +70,7 @@ class Conversations:
         owners' book lives in the process, attachments.py)."""
         row = await records.archive_conversation(self.pool, owner=owner,
                                                  conversation_id=conversation_id)
-        forget_conversation(conversation_id, owner)
+        forget_conversation(self.uploads, conversation_id, owner)
         return row
 
     async def restore(self, *, owner: str, conversation_id: str) -> Row:

@@ -41,6 +41,7 @@ from agentchat.agent.chat.request import FORKS, ChatRequest, UIContext
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import Turn, TurnRunner
+from agentchat.agent.chat.upload_book import UploadBook
 from agentchat.agent.chat.user_limits import UserLimits
 from agentchat.agent.graph.model import LlmStatusProbe
 from agentchat.agent.selection.turn_tools import TurnTools
@@ -58,8 +59,9 @@ class Chat:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner, hub: RunHub,
                  listener: RunListener, limits: UserLimits, starts: TurnStarts,
                  answers: CardAnswers, conversations: Conversations, audit_log: AuditLog,
-                 llm_status: LlmStatusProbe) -> None:
+                 llm_status: LlmStatusProbe, uploads: UploadBook) -> None:
         self.settings = settings
+        self.uploads = uploads
         self.pool = pool
         self.runner = runner
         self.hub = hub
@@ -98,7 +100,8 @@ class Chat:
         try:
             self.hub.admit()
             if req.files and req.action in (None, "edit"):
-                req.attached = await file_text(self.settings, req.files, principal.sub)
+                req.attached = await file_text(self.uploads, self.settings, req.files,
+                                               principal.sub)
             turn, early = await self._start(req, principal)
             slot.hold(turn.task)  # the run slot is freed when the turn's task ends
             return self.hub.start(turn, req.action or "message", early)

@@ -28,6 +28,7 @@ from agentchat.agent.audit.retention import Retention
 from agentchat.agent.chat.attachments import sweep_uploads
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.turn_task import TurnRunner
+from agentchat.agent.chat.upload_book import UploadBook
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db
 
@@ -36,9 +37,10 @@ log = logging.getLogger("agentchat.agent.chat.sweeper")
 
 class Sweeper:
     def __init__(self, *, pool: Db, runner: TurnRunner, hub: RunHub, lease_s: float,
-                 retention: Retention | None = None,
+                 retention: Retention | None = None, uploads: UploadBook | None = None,
                  upload_expiry_s: float | None = None) -> None:
         self.pool = pool
+        self.uploads = uploads
         self.upload_expiry_s = upload_expiry_s
         self.retention = retention
         self.runner = runner
@@ -65,10 +67,10 @@ class Sweeper:
                 log.warning("audit retention failed; retrying at the next interval")
 
     async def expire_uploads(self) -> None:
-        if self.upload_expiry_s is None:
+        if self.uploads is None or self.upload_expiry_s is None:
             return
         try:
-            if n := await asyncio.to_thread(sweep_uploads, self.upload_expiry_s):
+            if n := await asyncio.to_thread(sweep_uploads, self.uploads, self.upload_expiry_s):
                 log.info("deleted %s expired uploads", n)
         except OSError:  # the upload folder unreadable: the next interval tries again
             log.warning("the upload sweep failed; retrying at the next interval")

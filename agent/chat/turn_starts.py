@@ -28,9 +28,9 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
 
 from agentchat.agent.chat import forks
-from agentchat.agent.chat.attachments import OWNERS
 from agentchat.agent.chat.request import ChatRequest
 from agentchat.agent.chat.turn_task import Turn, TurnRunner
+from agentchat.agent.chat.upload_book import UploadBook
 from agentchat.agent.graph.prompt import TurnContext
 from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.graph.taint import user_message
@@ -46,8 +46,9 @@ from agentchat.words import Lang, turn_language
 
 class TurnStarts:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
-                 tools: TurnToolChooser, replica: str) -> None:
+                 tools: TurnToolChooser, replica: str, uploads: UploadBook) -> None:
         self.settings = settings
+        self.uploads = uploads  # a message's files are deleted with its conversation
         self.replica = replica  # this replica's id (runs live elsewhere are others')
         self.pool = pool
         self.runner = runner
@@ -123,7 +124,7 @@ class TurnStarts:
                 settled = await settle(opened) or settled
             else:
                 raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
-        OWNERS.used_in(conversation_id, (f["key"] for f in req.files))  # deleted with it
+        self.uploads.used_in(conversation_id, (f["key"] for f in req.files))  # deleted with it
         graph_input = {"messages": [user_message(text, message_id=message_id,
                                                  with_files=bool(req.attached))]}
         return self.runner.start(Turn(conversation_id, turn_id, tab, runtime, graph_input,
@@ -261,7 +262,7 @@ class TurnStarts:
         else:
             raise AgentChatError(ErrorCode.CONVERSATION_BUSY, "a turn is already running")
         runtime = replace(runtime, branch=opened.branch)
-        OWNERS.used_in(cid, (f["key"] for f in req.files))
+        self.uploads.used_in(cid, (f["key"] for f in req.files))
         human = user_message(content, message_id=message_id, with_files=bool(req.attached))
         try:
             graph_input = await forks.fork_input(

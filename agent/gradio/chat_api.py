@@ -49,7 +49,8 @@ async def run_chat(services: Services, *, message: Any, action: Any, conversatio
     lang: Lang = "ru"
     beat_s = services.settings.tuning.stream_heartbeat_s
     try:
-        req = parse_request(services.settings, message, action, conversation_id, uicontext,
+        req = parse_request(services.settings, services.uploads, message, action,
+                            conversation_id, uicontext,
                             user_id, user_jwt, env_id)
         cid = req.conversation_id
         # Errors before a run speak the message's language; a resume or a join has none.

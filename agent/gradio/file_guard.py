@@ -3,8 +3,8 @@ files on `/chat` come only from Gradio's upload folder, and only from their uplo
 
     POST …/gradio_api/upload ─ a valid user token, else 401; the quotas (upload_quota.py:
                                413/429 before Gradio writes anything); the paths Gradio
-                               answers are recorded in OWNERS (chat/attachments.py) under the
-                               token's `sub`
+                               answers are recorded in the owners' book (chat/attachments.py)
+                               under the token's `sub`
     GET  …/file=…            ─ another user's upload is 404
     POST …/queue/join, call… ─ a FileData path outside the upload folder is 422
                                INVALID_REQUEST before Gradio copies or hashes anything
@@ -21,8 +21,8 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentchat.agent.chat import (
-    OWNERS,
     PerMinute,
+    UploadBook,
     UploadLimits,
     UploadRefused,
     no_links,
@@ -73,8 +73,10 @@ class GradioFileGuard:
     with the docs/protocol.md §5 shape, so no path outside the upload folder is ever opened."""
 
     def __init__(self, app: ASGIApp, *, mount_path: str,
-                 user_of: Callable[[Headers], str | None], limits: UploadLimits) -> None:
+                 user_of: Callable[[Headers], str | None], limits: UploadLimits,
+                 book: UploadBook) -> None:
         self.app = app
+        self.book = book  # the process's owners' book (wiring.py ServiceHolder)
         self.prefix = mount_path.rstrip("/")
         self.user_of = user_of  # the verified token's sub, or None
         self.limits = limits
@@ -99,7 +101,7 @@ class GradioFileGuard:
             if route.startswith("/file"):
                 key = _file_route_key(route)
                 # Another user's upload is not served either.
-                if key is not None and OWNERS.known(key) and not OWNERS.owns(key, sub):
+                if key is not None and self.book.known(key) and not self.book.owns(key, sub):
                     return await error_response(404, ErrorCode.NOT_FOUND,
                                                 "no such file")(scope, receive, send)
                 return await self.app(scope, receive, send)
@@ -131,7 +133,7 @@ class GradioFileGuard:
             return await error_response(429, e.code, e.detail, {
                 "retry-after": str(e.retry_after or 1)})(scope, receive, send)
         try:
-            read = await take(OWNERS, sub, receive, Headers(scope=scope), self.limits)
+            read = await take(self.book, sub, receive, Headers(scope=scope), self.limits)
             if read is None:
                 return  # the client left before sending it all
             body, sizes = read
@@ -142,7 +144,7 @@ class GradioFileGuard:
         try:
             await self.app(scope, replay(body, receive), self._recording(send, sub, sizes))
         finally:
-            OWNERS.release(sub, len(sizes), sum(sizes))
+            self.book.release(sub, len(sizes), sum(sizes))
 
     def _recording(self, send: Send, sub: str, sizes: list[int]) -> Send:
         """Record the uploaded paths before the last byte of Gradio's answer leaves, so the
@@ -165,7 +167,7 @@ class GradioFileGuard:
                                        strict=False):
                         key = upload_key(p)
                         if key is not None:
-                            OWNERS.record(key, sub, size)
+                            self.book.record(key, sub, size)
             await send(message)
 
         return wrapped

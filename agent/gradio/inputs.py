@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentchat.agent.chat import ACTIONS, ID_PATTERN, OWNERS, ChatRequest, UIContext, upload_key
+from agentchat.agent.chat import ACTIONS, ID_PATTERN, ChatRequest, UIContext, UploadBook, upload_key
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import AgentChatError, ErrorCode
 
@@ -24,8 +24,9 @@ def _opt_str(value: Any, name: str) -> str | None:
     return value
 
 
-def parse_request(settings: AgentSettings, message: Any, action: Any, conversation_id: Any,
-                  uicontext: Any, user_id: Any, user_jwt: Any, env_id: Any) -> ChatRequest:
+def parse_request(settings: AgentSettings, book: UploadBook, message: Any, action: Any,
+                  conversation_id: Any, uicontext: Any, user_id: Any, user_jwt: Any,
+                  env_id: Any) -> ChatRequest:
     fields: dict[str, Any] = {}
     files: list[Any] = []
     if isinstance(message, str) or message is None:
@@ -78,7 +79,7 @@ def parse_request(settings: AgentSettings, message: Any, action: Any, conversati
     if req.action is None and not text.strip() and not files:
         raise _invalid("the message is empty")
     req.uicontext = _parse_uicontext(settings, uicontext)
-    req.files = _parse_files(settings, files)
+    req.files = _parse_files(settings, book, files)
     # PostgreSQL's text and jsonb cannot hold NUL: refuse it here rather than fail the insert.
     strings = [req.text, req.env_id, req.user_id, req.confirm_id, req.message_id,
                *(v for v in (req.uicontext or {}).values() if isinstance(v, str))]
@@ -125,8 +126,8 @@ def _parse_uicontext(settings: AgentSettings, raw: Any) -> dict[str, Any] | None
     return ctx.model_dump()
 
 
-def _parse_files(settings: AgentSettings, files: Any) -> list[dict[str, Any]]:
-    """Only Gradio file objects of this process's uploads; no file system access here (the
+def _parse_files(settings: AgentSettings, book: UploadBook, files: Any) -> list[dict[str, Any]]:
+    """Only Gradio file objects of this process's uploads (`book`); no file system access here (the
     reading is `file_text`'s, in a thread). A client's `size` is never believed."""
     if not isinstance(files, list):
         raise _invalid("files must be a list")
@@ -138,7 +139,7 @@ def _parse_files(settings: AgentSettings, files: Any) -> list[dict[str, Any]]:
             raise _invalid("a file must be a Gradio file object from …/gradio_api/upload")
         path = f["path"]
         key = upload_key(path)
-        if key is None or not OWNERS.known(key):
+        if key is None or not book.known(key):
             raise _invalid("a file was not uploaded through …/gradio_api/upload")
         name = f.get("orig_name")
         name = name if isinstance(name, str) and name else path

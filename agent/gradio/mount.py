@@ -36,7 +36,7 @@ def mount(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) -> FastA
 
     # FileData and file routes, uploads and their quotas (file_guard.py).
     app.add_middleware(GradioFileGuard, mount_path=settings.tuning.mount_path, user_of=user_of,
-                       limits=UploadLimits.from_settings(settings))
+                       limits=UploadLimits.from_settings(settings), book=holder.uploads)
     # Gradio's own routes act on the caller's sessions only (session_guard.py).
     app.add_middleware(GradioSessionGuard, mount_path=settings.tuning.mount_path, user_of=sub_of,
                        page_open=settings.is_dev and settings.page_on,
