@@ -20,7 +20,8 @@ def env(sets: dict[str, Any] | None = None) -> dict[str, str]:
 
 
 def agent_env(sets: dict[str, Any]) -> dict[str, Any]:
-    [spec] = [s for name, s in pod_specs(render(DEFAULT, sets)) if name.endswith("-agentchat-agent")]
+    [spec] = [s for name, s in pod_specs(render(DEFAULT, sets))
+              if name.endswith("-agentchat-agent")]
     [agent] = [c for c in containers(spec) if c["name"] == "agent"]
     return {e["name"]: e for e in agent.get("env", [])}
 
