@@ -7,6 +7,7 @@ and the LangGraph agent. Its layers and what each may import are the README's "M
     wiring.py     build_services: everything built once at start
     chat/         the chat domain behind its doors (Chat, Approvals)
     graph/        the LangGraph agent         selection/  which tools a message gets
+    gate/         the gate every tool call goes through, whoever asks (a chat turn, MCP)
     audit/        the audit trail             storage/    our tables
     settings.py   AgentSettings, SelectionSettings
     metrics.py    the Prometheus metrics      csp.py      the pages' Content-Security-Policy

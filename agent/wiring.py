@@ -27,13 +27,15 @@ from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import TurnRunner
 from agentchat.agent.chat.upload_book import UploadBook
 from agentchat.agent.chat.user_limits import PerMinute, UserLimits
+from agentchat.agent.gate.checks import Gate
+from agentchat.agent.gate.execution import Execution
+from agentchat.agent.gate.policy_client import PolicyClient
+from agentchat.agent.gate.service_token import ServiceTokenProvider
+from agentchat.agent.gate.tool_runtime import ToolRuntime
 from agentchat.agent.graph.builder import build_graph
 from agentchat.agent.graph.checkpoints import Checkpointer
 from agentchat.agent.graph.model import LlmStatusProbe, make_llm
-from agentchat.agent.graph.policy_client import PolicyClient
-from agentchat.agent.graph.service_token import ServiceTokenProvider
 from agentchat.agent.graph.state import GraphDeps
-from agentchat.agent.graph.tool_runtime import ToolRuntime
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import grants as grant_records
@@ -123,13 +125,15 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     tokens = ServiceTokenProvider(settings, http)
     audit = AuditTrail(db=pool, catalogs=catalogs,
                        session_key=settings.audit_session_key) if settings.audit else None
+    policy = PolicyClient(url=settings.policy_url, timeout_s=settings.tuning.policy_timeout_s,
+                          tokens=tokens, http=http)
     deps = GraphDeps(
         catalogs=catalogs,
         llm=make_llm(settings),
-        policy=PolicyClient(url=settings.policy_url, timeout_s=settings.tuning.policy_timeout_s,
-                            tokens=tokens, http=http),
-        tools=ToolRuntime(base_url=settings.sstools_url, tokens=tokens,
-                          http=http, max_output_chars=settings.tuning.max_tool_output_chars),
+        gate=Gate(policy),
+        execution=Execution(ToolRuntime(base_url=settings.sstools_url, tokens=tokens,
+                                        http=http,
+                                        max_output_chars=settings.tuning.max_tool_output_chars)),
         audit=audit,
         grants=functools.partial(grant_records.covering, pool),
     )
@@ -144,7 +148,7 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
                         replica=hub.replica, uploads=uploads)
     chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,
                 limits=UserLimits.from_settings(settings), starts=starts,
-                answers=CardAnswers(pool=pool, runner=runner, policy=deps.policy,
+                answers=CardAnswers(pool=pool, runner=runner, policy=policy,
                                     catalogs=catalogs, audit=audit),
                 conversations=Conversations(pool=pool, catalogs=catalogs,
                                             run_lost_s=settings.tuning.run_lost_s,
@@ -168,7 +172,7 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
                     sweeper=sweeper, takeover=takeover,
                     rest_writes=PerMinute(settings.tuning.max_rest_writes_per_minute_per_user,
                                           "writes"),
-                    approvals=Approvals(pool=pool, chat=chat, policy=deps.policy,
+                    approvals=Approvals(pool=pool, chat=chat, policy=policy,
                                         catalogs=catalogs, audit=audit),
                     notifications=notifications)
 

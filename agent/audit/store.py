@@ -48,7 +48,7 @@ SELECT conversation_id, call_id, stage FROM audit_rows
    AND stage = ANY(%(stages)s)
 """
 LAST_DECISION = """
-SELECT turn_id, tool, environment, args_hash FROM audit_rows
+SELECT turn_id, tool, environment, args_hash, owner FROM audit_rows
  WHERE conversation_id = %(conversation_id)s AND call_id = %(call_id)s AND stage = 'decision'
  ORDER BY seq DESC LIMIT 1
 """
@@ -101,7 +101,9 @@ SELECT min(seq) AS first, max(seq) AS last FROM audit_rows
 
 @dataclass(frozen=True)
 class CallRef:
-    """The columns every row of one call carries."""
+    """The columns every row of one call carries. `owner`: None for the conversation's
+    (looked up when the rows are appended); a call outside a conversation (an MCP call) names
+    its requester."""
 
     conversation_id: str
     turn_id: str
@@ -109,6 +111,7 @@ class CallRef:
     tool: str
     environment: str | None
     args_hash: str
+    owner: str | None = None
 
     def entry(self, stage: str, detail: dict[str, Any], *, once: bool = False) -> Entry:
         return Entry(stage=stage, call=self, detail=detail, once=once)
@@ -182,7 +185,8 @@ async def insert_rows(placing: Placing, entries: list[Entry], fence: RunFence | 
         row: dict[str, Any] = clean({
             "seq": seq + 1, "at": at, "stage": e.stage,
             "conversation_id": call.conversation_id,
-            "owner": head["owners"].get(call.conversation_id, ""), "turn_id": call.turn_id,
+            "owner": call.owner if call.owner is not None
+            else head["owners"].get(call.conversation_id, ""), "turn_id": call.turn_id,
             "call_id": call.call_id, "tool": call.tool, "environment": call.environment,
             "args_hash": call.args_hash, "detail": e.detail, "prev_hash": last})
         row["hash"] = row_hash(row)
@@ -226,7 +230,7 @@ def ref_from_row(row: Row | None, conversation_id: str, call_id: str) -> CallRef
     if row is None:
         return None
     return CallRef(conversation_id, str(row["turn_id"]), call_id, str(row["tool"]),
-                   row["environment"], str(row["args_hash"]))
+                   row["environment"], str(row["args_hash"]), row.get("owner"))
 
 
 async def last_decision(db: Db, conversation_id: str, call_id: str) -> Row | None:

@@ -86,14 +86,15 @@ class AuditTrail:
         return self.enabled and (known is None or known.risk != "read")
 
     def ref(self, *, conversation_id: str, turn_id: str, call_id: str, tool: str,
-            args: Any) -> CallRef:
+            args: Any, owner: str | None = None) -> CallRef:
         known = self.catalog.get(tool)
         arguments = args if isinstance(args, dict) else {}
         env = None
         if known is not None:
             found = known.environments_of(arguments)[0]
             env = found if found in self.catalog.environments else None
-        return CallRef(conversation_id, turn_id, call_id, tool, env, args_digest(arguments))
+        return CallRef(conversation_id, turn_id, call_id, tool, env, args_digest(arguments),
+                       owner)
 
     async def append(self, entries: list[Entry], db: Db | None = None,
                      fence: RunFence | None = None) -> None:
@@ -138,13 +139,16 @@ async def card_shown(db: Db, *, conversation_id: str, turn_id: str, card: dict[s
         if ref is None:
             continue
         ref = CallRef(conversation_id, turn_id or ref.turn_id, call_id, ref.tool,
-                      ref.environment, ref.args_hash)
+                      ref.environment, ref.args_hash, ref.owner)
         batch = {"calls": len(listed)} if card.get("calls") else {}
+        # Who answers the card of a call from outside a chat (an MCP call): inline,
+        # confirmation (the requester, on the page) or approval.
+        asked = {"asked": card["asked"]} if card.get("asked") else {}
         entries.append(ref.entry("card", {
             "confirm_id": card.get("confirm_id"), "prompt": cut_text(call.get("prompt")),
             "permission_granted": bool(card.get("permission_granted", True)),
             "expires_at": card.get("expires_at"), "reason": cut_text(card.get("reason")),
-            **batch, **_approval_detail(card)}, once=True))
+            **batch, **asked, **_approval_detail(card)}, once=True))
     await store.append(db, entries)
 
 

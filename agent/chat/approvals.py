@@ -32,8 +32,8 @@ from agentchat.agent.audit.trail import AuditTrail, decision_detail
 from agentchat.agent.chat.card_answers import listed_calls
 from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.request import ChatRequest
+from agentchat.agent.gate.policy_client import PolicyClient
 from agentchat.agent.graph.cards import APPROVE_PATH
-from agentchat.agent.graph.policy_client import PolicyClient
 from agentchat.agent.storage import approvals as records
 from agentchat.agent.storage import grants as grant_records
 from agentchat.agent.storage import outbox

@@ -20,7 +20,7 @@ from agentchat.agent.audit import store as audit_store
 from agentchat.agent.audit.store import CallRef, Entry
 from agentchat.agent.audit.trail import AuditTrail, decision_detail
 from agentchat.agent.chat.turn_task import TurnRunner
-from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.gate.policy_client import PolicyClient
 from agentchat.agent.graph.taint import context_taint
 from agentchat.agent.metrics import CARD_ANSWER, CARDS
 from agentchat.agent.storage import confirmations, submits

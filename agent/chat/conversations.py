@@ -16,7 +16,7 @@ from typing import Any
 
 from agentchat.agent.chat.attachments import forget_conversation
 from agentchat.agent.chat.upload_book import UploadBook
-from agentchat.agent.graph.tool_runtime import tool_title
+from agentchat.agent.gate.tool_runtime import tool_title
 from agentchat.agent.storage import conversations as records
 from agentchat.agent.storage import leases, runs
 from agentchat.agent.storage import turns as turn_records

@@ -1,6 +1,5 @@
 """The model's calls as the gate sees them: unique ids, the offered tools' schemas in the
-turn's language, a refusal decided before the sidecar, and the sidecar's alternatives in the
-catalog's words."""
+turn's language, and the sidecar's alternatives in the catalog's words."""
 
 from __future__ import annotations
 
@@ -9,15 +8,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from agentchat.agent.graph.state import REFUSED
-from agentchat.agent.graph.tool_runtime import INVALID_ARGUMENTS
+from agentchat.agent.gate.checks import refused_call
 from agentchat.catalog import Catalog
 from agentchat.words import Lang
-
-
-def refused_call(detail: str) -> dict[str, Any]:
-    return {"decision": REFUSED, "reason_code": INVALID_ARGUMENTS, "detail": detail}
-
 
 NOT_JSON = "the arguments are not a JSON object"
 # The message's own record of its calls refused for NOT_JSON (its response_metadata, which no

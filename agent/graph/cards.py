@@ -12,11 +12,12 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
+from agentchat.agent.gate.checks import FORKED_CARD, UNTRUSTED_CARD
+from agentchat.agent.gate.tool_runtime import tool_title
 from agentchat.agent.graph.calls import localized_alternatives
 from agentchat.agent.graph.names import names_for_call
-from agentchat.agent.graph.state import FORKED_CARD, UNTRUSTED_CARD, TurnRuntime
+from agentchat.agent.graph.state import TurnRuntime
 from agentchat.agent.graph.taint import own_result, taint_reason
-from agentchat.agent.graph.tool_runtime import tool_title
 from agentchat.catalog import Catalog
 from agentchat.digest import calls_digest
 from agentchat.words import Lang, pick

@@ -4,7 +4,7 @@ set of dependencies (`GraphDeps`)."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -14,38 +14,28 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from opentelemetry import trace
 
-from agentchat.agent.audit.store import CallRef, Entry
-from agentchat.agent.audit.trail import cut_text, decision_detail
+from agentchat.agent.audit.store import Entry
+from agentchat.agent.gate.audit_rows import CallAudit
+from agentchat.agent.gate.checks import REFUSED
+from agentchat.agent.gate.execution import CHANGED_TEXT, JudgedCall
+from agentchat.agent.gate.tool_runtime import CATALOG_CHANGED, refusal_event, tool_title
 from agentchat.agent.graph import plans
-from agentchat.agent.graph.calls import refused_call, tool_schemas, with_unique_ids
+from agentchat.agent.graph.calls import tool_schemas, with_unique_ids
 from agentchat.agent.graph.cards import CardWords, refusal
 from agentchat.agent.graph.model import stream_reply
 from agentchat.agent.graph.names import known_names
 from agentchat.agent.graph.prompt import context_message
 from agentchat.agent.graph.state import (
     EXPIRED,
-    FORKED_CARD,
     PREFETCH_NAME,
-    REFUSED,
-    SELF_ANSWER,
-    UNTRUSTED_CARD,
     AgentState,
     GraphDeps,
     TurnRuntime,
     last_ai,
 )
-from agentchat.agent.graph.taint import context_taint
-from agentchat.agent.graph.tool_runtime import (
-    CATALOG_CHANGED,
-    INVALID_ARGUMENTS,
-    refusal_event,
-    tool_title,
-)
+from agentchat.agent.graph.taint import context_taint, own_result
 from agentchat.agent.graph.verdicts import Verdicts, ask_card, cards_for, settle
-from agentchat.catalog import Catalog
-from agentchat.digest import object_key
 from agentchat.errors import AgentChatError, ErrorCode, error_body
-from agentchat.tool_request import InvalidArguments, validate_arguments
 
 TRACER = trace.get_tracer("agentchat.agent")
 
@@ -110,22 +100,30 @@ class Nodes:
         decisions = dict(state.get("decisions") or {})
         offered = set(ctx.tools) if ai.name != PREFETCH_NAME else {
             c["name"] for c in ctx.prefetch}
+        rows = self._rows(ctx)
         trail: list[Entry] = []
         taint = context_taint(state.get("messages", []), ctx.turn.uicontext)
         catalog = self.deps.catalog  # one revision for every check of this pass
+        grants = self.deps.grants
+        lookup = None if grants is None else functools.partial(grants, ctx.conversation_id)
         try:
             for call in ai.tool_calls:
                 call_id = call["id"] or ""
                 if call_id not in decisions:
                     try:
-                        decisions[call_id] = await self._gate_call(call, offered, ctx, taint,
-                                                                   catalog)
+                        decisions[call_id] = await self.deps.gate.check(
+                            call["name"], call["args"], offered=offered, user_jwt=ctx.user_jwt,
+                            taint=taint, catalog=catalog,
+                            forked_write=bool((ctx.turn.forked_from or {}).get("executed")),
+                            grants=lookup)
                     except AgentChatError as e:
-                        trail += self._audit_not_run(ctx, call, "policy_unavailable"
-                                                     if e.code is ErrorCode.POLICY_UNAVAILABLE
-                                                     else "refused", str(e.code))
+                        trail += rows.not_run(call_id, call["name"], call["args"],
+                                              "policy_unavailable"
+                                              if e.code is ErrorCode.POLICY_UNAVAILABLE
+                                              else "refused", str(e.code))
                         raise
-                    trail += self._audit_decision(ctx, call, decisions[call_id], taint)
+                    trail += rows.decision(call_id, call["name"], call["args"],
+                                           decisions[call_id], taint)
                 d = decisions[call_id]
                 if d["decision"] == REFUSED:
                     title = tool_title(catalog, call["name"], ctx.lang)
@@ -134,93 +132,14 @@ class Nodes:
                     writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}",
                                          title))
         finally:
-            if self.deps.audit is not None:
-                await self.deps.audit.append(trail)
+            await rows.append(trail)
         return {"decisions": decisions}
 
-    def _audit_decision(self, ctx: TurnRuntime, call: Any, d: dict[str, Any],
-                        taint: str | None) -> list[Entry]:
-        """The decision row of an audited call (a refused one: why it does not run)."""
-        ref = self._audit_ref(ctx, call)
-        if ref is None:
-            return []
-        out = []
-        # The call's first row names its branch (docs/protocol.md §4, "Branches").
-        if d.get("decision_id"):  # the sidecar answered (a refusal of its own included)
-            detail = {**decision_detail(d, kind="check", taint=taint), "branch": ctx.branch}
-            if d.get("grant_id"):  # covered by a time-boxed grant (docs/protocol.md §11)
-                detail["grant_id"] = d["grant_id"]
-            out.append(ref.entry("decision", detail))
-        if d.get("decision") == REFUSED:
-            out.append(ref.entry("not_run", {"reason": "refused", "branch": ctx.branch,
-                                             "detail": cut_text(d.get("detail"))}, once=True))
-        return out
-
-    def _audit_not_run(self, ctx: TurnRuntime, call: Any, reason: str,
-                       detail: str) -> list[Entry]:
-        ref = self._audit_ref(ctx, call)
-        if ref is None:
-            return []
-        return [ref.entry("not_run", {"reason": reason, "detail": cut_text(detail)}, once=True)]
-
-    async def _gate_call(self, call: Any, offered: set[str], ctx: TurnRuntime,
-                         taint: str | None, catalog: Catalog) -> dict[str, Any]:
-        """Our own checks, then the sidecar's, on exactly the arguments that would be sent;
-        in an untrusted context a write the sidecar lets run without a card gets one."""
-        tool = catalog.get(call["name"])
-        if tool is None or call["name"] not in offered:
-            return refused_call(f"the tool {call['name']!r} was not offered in this turn")
-        try:
-            args = validate_arguments(tool, call["args"])
-        except InvalidArguments as e:
-            return refused_call(f"invalid arguments: {e}")
-        d = await self.deps.policy.check_call(user_jwt=ctx.user_jwt, tool=tool, arguments=args,
-                                              untrusted=taint is not None,
-                                              catalog_revision=catalog.revision)
-        if d.get("decision") == "deny" and d.get("reason_code") == INVALID_ARGUMENTS:
-            return refused_call(f"invalid arguments: {d.get('detail') or 'refused by the policy'}")
-        own = self._own_card(tool, taint, ctx)
-        if own is not None and d.get("decision") == "allow":
-            # The agent's own rule, whatever the policy's lines say: text from outside the
-            # user's words may have asked for this call (README.md, "Safety properties"), or the
-            # turn is a fork after a write.
-            d = {**d, "decision": "allow_with_confirmation", "confirmation_required": True,
-                 "reason_code": own}
-        if UNTRUSTED_CARD in (own, d.get("reason_code")):
-            d = {**d, "untrusted_source": taint}
-        return await self._granted(d, tool, args, ctx, own)
-
-    @staticmethod
-    def _own_card(tool: Any, taint: str | None, ctx: TurnRuntime) -> str | None:
-        """Why a write needs the requester's own card whatever the policy says (a card's
-        `reason_code`): an untrusted context, or a forked turn (edit, regenerate) whose
-        abandoned branch ran or may have run a write (docs/protocol.md §4, "Branches")."""
-        if tool.risk == "read":
-            return None
-        if taint is not None:
-            return UNTRUSTED_CARD
-        return FORKED_CARD if (ctx.turn.forked_from or {}).get("executed") else None
-
-    async def _granted(self, d: dict[str, Any], tool: Any, args: dict[str, Any],
-                       ctx: TurnRuntime, own: str | None) -> dict[str, Any]:
-        """A call the sidecar sends to someone else's approval, covered by a live time-boxed
-        grant of an earlier approval (docs/protocol.md §11): the grant stands for that
-        approval and nothing else. Otherwise the call runs without a card; a write that needs
-        the requester's own card (`own`: an untrusted context, a fork after a write) still
-        shows it (its `reason` says why), its decision carrying both the grant and why."""
-        approval = d.get("approval") or {}
-        if (self.deps.grants is None or d.get("decision") != "allow_with_confirmation"
-                or approval.get("mode") != "other"):
-            return d
-        key = object_key(args, tool.free_text)
-        grant_id = await self.deps.grants(ctx.conversation_id, tool.name,
-                                          d.get("env_context"), key)
-        if grant_id is None:
-            return d
-        if own is not None:
-            return {**d, "reason_code": own, "grant_id": grant_id,
-                    "approval": dict(SELF_ANSWER)}
-        return {**d, "decision": "allow", "confirmation_required": False, "grant_id": grant_id}
+    def _rows(self, ctx: TurnRuntime) -> CallAudit:
+        """Where this turn's calls are recorded; the first row of each names its branch
+        (docs/protocol.md §4, "Branches")."""
+        return CallAudit(self.deps.audit, ctx.conversation_id, ctx.turn_id, "chat",
+                         about={"branch": ctx.branch}, refusal_about={"branch": ctx.branch})
 
     async def confirm(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["tools", "model", "answer"]]:
@@ -267,14 +186,16 @@ class Nodes:
                               verdicts: Verdicts) -> None:
         if self.deps.audit is None:
             return
+        rows = self._rows(ctx)
         entries = []
         for call in ai.tool_calls:
             reason = verdicts.reasons.get(call["id"] or "")
-            ref = self._audit_ref(ctx, call) if reason is not None else None
+            ref = rows.ref(call["id"] or "", call["name"], call["args"]) \
+                if reason is not None else None
             if reason is not None and ref is not None:
                 entries.append(ref.entry("not_run", {"reason": reason[0],
                                                      "detail": reason[1]}, once=True))
-        await self.deps.audit.append(entries)
+        await rows.append(entries)
 
     async def tools(self, state: AgentState, runtime: Runtime[TurnRuntime]) -> Command[
             Literal["model", "answer", "__end__"]]:
@@ -290,44 +211,30 @@ class Nodes:
         keys = state.get("approved_keys", {})
         decided = state.get("decisions", {})
         in_force = state.get("approved_decisions", {})
-        judged = state.get("approved_revisions", {})
+        revisions = state.get("approved_revisions", {})
         catalog = self.deps.catalog  # read once: every request of this pass from one revision
         results: list[ToolMessage] = []
+        rows = self._rows(ctx)
         halt = None
         for call in ai.tool_calls:
             call_id = call["id"] or ""
             if call_id not in state.get("approved", []):
                 continue
-            if judged.get(call_id) != catalog.revision:
-                # The catalog changed after the sidecar judged this call (a path or method may
-                # differ now): nothing is built from a revision it did not judge.
-                results.append(await self._catalog_changed(ctx, call, writer))
+            judged = JudgedCall(
+                call_id, call["name"], call["args"], revisions.get(call_id),
+                in_force.get(call_id) or decided.get(call_id, {}).get("decision_id"),
+                keys.get(call_id))
+            if self.deps.execution.changed(judged, catalog):
+                results.append(await self._catalog_changed(ctx, rows, judged, writer))
                 continue
             if halt is not None:
                 results.append(refusal(call, "not run: the ss-tools API refused this turn"))
-                await self._audit(ctx, call, "not_run", {
+                await rows.stage(call_id, call["name"], call["args"], "not_run", {
                     "reason": "halted", "detail": "the ss-tools API refused an earlier call"})
                 continue
-            decision_id = in_force.get(call_id) or decided.get(call_id, {}).get("decision_id")
-            try:
-                outcome = await self.deps.tools.run(
-                    catalog=catalog, tool_name=call["name"], call_id=call_id, args=call["args"],
-                    user_jwt=ctx.user_jwt, idempotency_key=keys.get(call_id), emit=writer,
-                    lang=ctx.lang, decision_id=decision_id)
-            except asyncio.CancelledError:
-                # Stopped while it ran: ss-tools may have executed it, so the trail says so,
-                # with the key and decision its audit is found by. Shielded: the turn's task
-                # is being cancelled, and a second cancel must not lose the row.
-                await asyncio.shield(self._audit(ctx, call, "execution", {
-                    "idempotency_key": keys.get(call_id), "decision_id": decision_id,
-                    "outcome": "cancelled", "replayed": False, "attempts": None,
-                    "duration_ms": None, "error": "the turn was stopped while the call ran"}))
-                raise
-            await self._audit(ctx, call, "execution", {
-                "idempotency_key": keys.get(call_id), "decision_id": decision_id,
-                "outcome": outcome.status, "replayed": outcome.replayed,
-                "attempts": outcome.attempts, "duration_ms": outcome.duration_ms,
-                "error": cut_text(outcome.error)})
+            outcome = await self.deps.execution.run(rows, judged, catalog=catalog,
+                                                    user_jwt=ctx.user_jwt, emit=writer,
+                                                    lang=ctx.lang)
             results.append(ToolMessage(content=outcome.message_text(), tool_call_id=call_id,
                                        name=call["name"],
                                        status="success" if outcome.status == "ok" else "error"))
@@ -364,29 +271,11 @@ class Nodes:
                                        response_metadata=response.response_metadata)],
                 "answer_only": False}
 
-    async def _catalog_changed(self, ctx: TurnRuntime, call: Any,
+    async def _catalog_changed(self, ctx: TurnRuntime, rows: CallAudit, call: JudgedCall,
                                writer: Callable[[Any], None]) -> ToolMessage:
-        text = "not run: the tool catalog changed after this call was checked; ask again"
-        title = tool_title(self.deps.catalog, call["name"], ctx.lang)
-        writer({"type": "tool_start", "tool": call["name"], "title": title,
-                "call_id": call["id"], "input": call["args"]})
-        writer(refusal_event(call["name"], call["id"] or "", text, title, CATALOG_CHANGED))
-        await self._audit(ctx, call, "not_run", {"reason": "policy_unavailable",
-                                                 "detail": "catalog_changed"})
-        return refusal(call, text)
-
-    async def _audit(self, ctx: TurnRuntime, call: Any, stage: str,
-                     detail: dict[str, Any]) -> None:
-        """One row for an audited call, right after what it records (an execution is on the
-        chain before the model sees its result)."""
-        ref = self._audit_ref(ctx, call)
-        if ref is not None and self.deps.audit is not None:
-            await self.deps.audit.append([ref.entry(stage, detail)])
-
-    def _audit_ref(self, ctx: TurnRuntime, call: Any) -> CallRef | None:
-        """The columns of an audited call's rows; None when the call is not audited."""
-        audit = self.deps.audit
-        if audit is None or not audit.audited(call["name"]):
-            return None
-        return audit.ref(conversation_id=ctx.conversation_id, turn_id=ctx.turn_id,
-                         call_id=call["id"] or "", tool=call["name"], args=call["args"])
+        title = tool_title(self.deps.catalog, call.tool, ctx.lang)
+        writer({"type": "tool_start", "tool": call.tool, "title": title,
+                "call_id": call.call_id, "input": call.args})
+        writer(refusal_event(call.tool, call.call_id, CHANGED_TEXT, title, CATALOG_CHANGED))
+        await self.deps.execution.record_changed(rows, call)
+        return own_result(CHANGED_TEXT, tool_call_id=call.call_id, name=call.tool)

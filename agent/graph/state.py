@@ -16,9 +16,9 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from typing_extensions import TypedDict
 
 from agentchat.agent.audit.trail import AuditTrail
-from agentchat.agent.graph.policy_client import PolicyClient
+from agentchat.agent.gate.checks import Gate
+from agentchat.agent.gate.execution import Execution
 from agentchat.agent.graph.prompt import TurnContext
-from agentchat.agent.graph.tool_runtime import ToolRuntime
 from agentchat.catalog import Catalog
 from agentchat.catalog_source import CatalogSource
 from agentchat.words import Lang
@@ -26,17 +26,7 @@ from agentchat.words import Lang
 PREFETCH_NAME = "prefetch"
 CONFIRM_NAMESPACE = uuid.UUID("6f1c2d4e-8a57-4b1e-9d62-5c0e3f7a9b10")
 IDEMPOTENCY_NAMESPACE = uuid.UUID("0b7f3e2a-51c4-4d8e-a6f9-2e3c7d1b5a84")
-REFUSED = "refused"  # a decision taken before the sidecar: nothing is sent
-UNTRUSTED_CARD = "confirmation_required_untrusted"
-# A write in a forked turn whose abandoned branch ran (or may have run) a write
-# (docs/protocol.md §4, "Branches"): the requester's card, whatever the policy says.
-FORKED_CARD = "confirmation_required_forked"
 EXPIRED = "not run: the confirmation expired"
-# The requester answers the card (the sidecar's `approval` for mode `self`, docs/protocol.md
-# §11): what a grant leaves of a card an untrusted context still needs.
-SELF_ANSWER: dict[str, Any] = {"mode": "self", "approvers": [], "quorum": 0,
-                               "expires_after_s": None, "escalate_after_s": None,
-                               "grant_max_minutes": 0, "rule": None}
 
 
 def merge_messages(left: Any, right: Any) -> Any:
@@ -99,8 +89,8 @@ class TurnRuntime:
 class GraphDeps:
     catalogs: CatalogSource
     llm: BaseChatModel
-    policy: PolicyClient
-    tools: ToolRuntime
+    gate: Gate  # the checks (agent/gate/checks.py), shared with the MCP calls
+    execution: Execution  # a judged call run once, with its execution row
     audit: AuditTrail | None = None  # None: no trail (AGENTCHAT_AGENT_AUDIT=false)
     # docs/protocol.md §11: the live time-boxed grant covering a call of the conversation's owner
     # (conversation_id, tool, environment, object key) -> grant id; None: no grants.

@@ -13,6 +13,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import interrupt
 from opentelemetry import trace
 
+from agentchat.agent.gate.checks import REFUSED
 from agentchat.agent.graph.cards import (
     CardWords,
     batch_key,
@@ -21,12 +22,7 @@ from agentchat.agent.graph.cards import (
     permission_denied,
     refusal,
 )
-from agentchat.agent.graph.state import (
-    EXPIRED,
-    REFUSED,
-    confirm_id_for,
-    idempotency_key_for,
-)
+from agentchat.agent.graph.state import EXPIRED, confirm_id_for, idempotency_key_for
 
 TRACER = trace.get_tracer("agentchat.agent")
 NOT_APPROVED = ("not run: it came with a call someone else approved, and their approval runs "

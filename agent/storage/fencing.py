@@ -4,7 +4,7 @@
 A run's turn makes its side effects from its own task (agent/chat/turn_task.py), which holds
 the run's `RunFence` in `CURRENT` (LangGraph runs the nodes in copies of that context):
 
-    ss-tools request   graph/tool_runtime.py asks PostgreSQL for the epoch before each attempt
+    ss-tools request   gate/tool_runtime.py asks PostgreSQL for the epoch before each attempt
     audit row          audit/store.py appends only `WHERE` the epoch is still the run's (OWNED)
     planned step       storage/turn_plans.py stores it only `WHERE` OWNED, before its write
 

@@ -46,21 +46,25 @@ UNITS: tuple[Unit, ...] = (
          "quotas, sessions, the page's headers); of the domain, only its door",
          ("agent/wiring.py", "agent/chat/__init__.py", *AGENT_SHARED)),
     Unit("agent/wiring.py", "wiring",
-         "`build_services`: the pool, checkpointer, graph, clients, the chat domain and its "
-         "approvals, built once",
-         ("agent/chat/", "agent/graph/", "agent/selection/", "agent/audit/", "agent/storage/",
-          *AGENT_SHARED)),
+         "`build_services`: the pool, checkpointer, graph, clients, the gate, the chat domain "
+         "and its approvals, built once",
+         ("agent/chat/", "agent/graph/", "agent/gate/", "agent/selection/", "agent/audit/",
+          "agent/storage/", *AGENT_SHARED)),
     Unit("agent/chat/", "domain",
          "the chat domain behind its doors, which its `__init__.py` exports: `Chat` "
          "(`chat/facade.py`: submit, join, stop) and `Approvals` (`chat/approvals.py` decides "
          "an approver's answer); admission, attachments, the kinds of submit, the lease, the "
          "turn as a task, its run, takeover, the sweeper, the approvals' notices",
-         ("agent/graph/", "agent/selection/", "agent/audit/", "agent/storage/",
+         ("agent/graph/", "agent/gate/", "agent/selection/", "agent/audit/", "agent/storage/",
           *AGENT_SHARED)),
     Unit("agent/graph/", "below",
          "the LangGraph graph: state, nodes, verdicts and cards, the prompt, the checkpointer, "
-         "the model, the tool runtime (fenced), the policy client, the durable plans, taint; "
-         "`offline/` the offline planner",
+         "the model, the durable plans, taint; `offline/` the offline planner",
+         ("agent/gate/", "agent/audit/", "agent/storage/", *AGENT_SHARED)),
+    Unit("agent/gate/", "below",
+         "the gate every call goes through, whoever asks: the checks (schema, the sidecar, "
+         "our own card rules, grants), the execution (the tool runtime, fenced; the policy "
+         "client; the service token), the audit rows with their channel",
          ("agent/audit/", "agent/storage/", *AGENT_SHARED)),
     Unit("agent/audit/", "below",
          "the audit trail of risky calls: rows hash-chained at insert, the joined records, "

@@ -190,12 +190,13 @@ def test_the_tracker_check_finds_issue_numbers(text: str, expected: list[str]) -
 # Dicts with a "type" key in the agent's code that are not events.
 NOT_EVENTS = {"__end__", "tool_call", "tool_call_chunk", "function", "http.request"}
 EVENT_MODULES = [*sorted((ROOT / "agent" / "chat").glob("*.py")),
-                 *sorted((ROOT / "agent" / "graph").glob("*.py"))]
+                 *sorted((ROOT / "agent" / "graph").glob("*.py")),
+                 *sorted((ROOT / "agent" / "gate").glob("*.py"))]
 
 
 def events_in_code() -> dict[str, set[str]]:
     """metadata.type -> fields, from every dict literal with a constant "type" the chat and
-    graph modules build, plus what `to_message` adds to all of them."""
+    graph modules and the gate build, plus what `to_message` adds to all of them."""
     found: dict[str, set[str]] = {}
     common: set[str] = set()
     for path in EVENT_MODULES:

@@ -30,7 +30,7 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from agentchat.agent.graph.service_token import ServiceTokenProvider
+from agentchat.agent.gate.service_token import ServiceTokenProvider
 from agentchat.agent.metrics import TOOL_CALLS, TOOL_SECONDS
 from agentchat.agent.storage.fencing import current
 from agentchat.catalog import Catalog
@@ -115,7 +115,7 @@ class ToolRuntime:
                   user_jwt: str, idempotency_key: str | None, emit: Emit, lang: Lang = "ru",
                   decision_id: str | None = None) -> ToolOutcome:
         """One call, its request built from `catalog`: the revision its decision was judged
-        under (agent/graph/builder.py checks that before it runs anything)."""
+        under (its caller checks that before it runs anything: agent/gate/execution.py)."""
         tool = catalog.get(tool_name)
         env = tool.environments_of(args)[0] if tool is not None else None
         with TRACER.start_as_current_span("agentchat.tool", attributes={

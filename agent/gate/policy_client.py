@@ -16,7 +16,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from agentchat.agent.audit.chain import args_digest
-from agentchat.agent.graph.service_token import ServiceTokenProvider
+from agentchat.agent.gate.service_token import ServiceTokenProvider
 from agentchat.agent.metrics import POLICY_DECISIONS, POLICY_LATENCY, SERVICE_TOKEN_REFUSED
 from agentchat.catalog import Tool
 from agentchat.errors import AgentChatError, ErrorCode
@@ -111,6 +111,34 @@ class PolicyClient:
             if kind not in OUTCOMES:
                 break
             return decision
+        raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")
+
+    async def permissions(self, *, user_jwt: str, environment: str | None) -> set[str]:
+        """The tools this user may run in `environment` (None: without one), as the sidecar's
+        `/v1/permissions` says (the trusted-context view: no context rules). A refused user
+        token: UNAUTHORIZED; no answer: POLICY_UNAVAILABLE."""
+        body = {"request_id": str(uuid.uuid4()), "environment": environment}
+        url = self.url.removesuffix("/check") + "/permissions"
+        for attempt in (1, 2):
+            try:
+                resp = await self.http.post(url, json=body, timeout=self.timeout_s, headers={
+                    "Authorization": f"Bearer {await self.tokens.get()}",
+                    "X-User-JWT": user_jwt})
+            except httpx.HTTPError:
+                break
+            if resp.status_code == 401 and attempt == 1:
+                self.tokens.invalidate()
+                continue
+            try:
+                answer = resp.json() if resp.status_code == 200 else None
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                break
+            if str(answer.get("reason_code", "")).startswith("user_token_invalid"):
+                raise AgentChatError(ErrorCode.UNAUTHORIZED, "the user token was refused")
+            return {str(t["tool"]) for t in answer.get("tools") or []
+                    if isinstance(t, dict) and t.get("allow")}
         raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")
 
     async def check_call(self, *, user_jwt: str, tool: Tool, arguments: dict[str, Any],

@@ -1,0 +1,20 @@
+"""The gate: one path for every call of a catalog tool, whoever asks (the graph's policy and
+tools nodes for a chat turn, agent/chat/gated_calls.py for an MCP client): validate, the
+sidecar with both tokens, the agent's own card rules, grants, then run once (Idempotency-Key,
+fenced) with one audit record. How a card is asked stays with each caller (the graph's
+`interrupt()`, an MCP call's elicitation or stored call); what is checked and how a call runs
+is here, once.
+
+    checks.py         Gate: the tool offered, its schema, the sidecar, our own card rules
+                      (untrusted context, a fork after a write), a grant for an approval
+    execution.py      Execution: a judged call run once (catalog revision, Idempotency-Key,
+                      fenced attempts) and its execution row
+    audit_rows.py     CallAudit: where a caller's calls are recorded, with their channel
+    policy_client.py  the sidecar's /v1/check and /v1/permissions (docs/protocol.md §6)
+    tool_runtime.py   one catalog tool against the ss-tools API (docs/protocol.md §7), each
+                      attempt fenced by the run's epoch (agent/storage/fencing.py)
+    service_token.py  our service JWT, from the operator's file or the ss-tools endpoint
+
+What it may import: agent/README.md, "Module map" (tests/core/import_rules.py): the audit
+trail, storage and the shared modules; never the graph, chat or an adapter.
+"""
