@@ -139,7 +139,9 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     )
     graph = build_graph(deps).compile(checkpointer=saver)
     runner = TurnRunner(graph=graph, pool=pool, lease_s=settings.tuning.lease_s, checkpointer=saver)
-    verifier = CachedVerifier(user_verifier(settings), ttl_s=settings.tuning.token_cache_s,
+    # /chat and REST refuse a token minted for the MCP endpoint (agent/mcp/).
+    verifier = CachedVerifier(user_verifier(settings, refused_audience=settings.mcp_resource),
+                              ttl_s=settings.tuning.token_cache_s,
                               max_size=settings.tuning.token_cache_size)
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)

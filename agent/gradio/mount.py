@@ -82,6 +82,10 @@ def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettin
     # INVALID_REQUEST before Gradio's queue, and asks a user token on upload and file routes.
     mounted: FastAPI = gr.mount_gradio_app(app, blocks, path=path, allowed_paths=[],
                                   blocked_paths=[str(settings.data_dir.resolve())],
-                                  max_file_size=settings.tuning.max_file_bytes)
+                                  max_file_size=settings.tuning.max_file_bytes,
+                                  # Never Gradio's own MCP server, whatever GRADIO_MCP_SERVER
+                                  # says: it would make /chat an ungated tool (agent/mcp/ is
+                                  # the MCP endpoint, through the gate).
+                                  mcp_server=False)
     blocks.has_launched = True
     return mounted
