@@ -1,7 +1,7 @@
 // The approvals pages say a refusal by its code in the page's language (issue 34).
 import { describe, expect, it } from "vitest";
 import { RestError, UNREACHABLE } from "../src/lib/model/types.js";
-import { errorText } from "../src/page/approvals/api.js";
+import { errorText } from "../src/page/errors.js";
 import { PAGE_WORDS } from "../src/page/approvals/words.js";
 
 describe("errorText", () => {

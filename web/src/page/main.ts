@@ -1,6 +1,7 @@
 // The page: read config.json at the page's root, then mount the view its path names: the chat
-// panel, or the approvals inbox or one approval (docs/protocol.md §11). The approvals views are their own
-// chunk, loaded only there: the chat page's bytes stay the panel's (web/README.md, "Measured").
+// panel, the approvals inbox or one approval (docs/protocol.md §11), or one MCP call (§12). The
+// approvals views and the call page are chunks of their own, loaded only there: the chat page's
+// bytes stay the panel's (web/README.md, "Measured").
 import { mount } from "svelte";
 import Page from "./Page.svelte";
 import { loadConfig } from "./config.js";
@@ -11,6 +12,10 @@ const { root: base, view } = route(location.href);
 loadConfig(base)
   .then(async (config) => {
     if (view.kind === "chat") return mount(Page, { target, props: { config, base } });
+    if (view.kind === "call") {
+      const { default: CallPage } = await import("./calls/CallPage.svelte");
+      return mount(CallPage, { target, props: { config, base, id: view.id } });
+    }
     const { default: Approvals } = await import("./approvals/Approvals.svelte");
     return mount(Approvals, { target, props: { config, base, view } });
   })

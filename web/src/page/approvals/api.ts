@@ -1,9 +1,7 @@
 /** The approvals REST calls (docs/protocol.md §11) the pages make, with the page's token. */
 
 import { jsonCaller } from "../../lib/model/rest.js";
-import { RestError } from "../../lib/model/types.js";
 import type { ApprovalsStatus } from "../route.js";
-import type { PageWords } from "./words.js";
 
 export interface ApproverAnswer {
   approver: string;
@@ -76,13 +74,4 @@ export function approvalsApi(agentUrl: string, getToken: () => Promise<string | 
     get: (id) => call(`${base}/${enc(id)}`),
     answer: (id, body) => call(`${base}/${enc(id)}`, "POST", body),
   };
-}
-
-/** A failure in the page's language: the known codes in its own words, else the detail. */
-export function errorText(e: unknown, w: PageWords): string {
-  if (e instanceof RestError) {
-    if (e.unreachable) return w.unreachable;
-    return w.errors[e.code] ?? w.failed(e.detail || e.code);
-  }
-  return w.failed(e instanceof Error ? e.message : String(e));
 }
