@@ -18,6 +18,8 @@ from agentchat.agent.chat.audit_log import AuditLog
 from agentchat.agent.chat.card_answers import CardAnswers
 from agentchat.agent.chat.conversations import Conversations
 from agentchat.agent.chat.facade import Chat
+from agentchat.agent.chat.gated_calls import GatedCalls
+from agentchat.agent.chat.gated_cards import STATE_INFO, StateSeal
 from agentchat.agent.chat.join import RunListener
 from agentchat.agent.chat.notify import Notifications
 from agentchat.agent.chat.run_hub import RunHub
@@ -39,6 +41,7 @@ from agentchat.agent.graph.state import GraphDeps
 from agentchat.agent.selection.turn_tools import TurnToolChooser
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage import grants as grant_records
+from agentchat.agent.storage.sealing import TokenSeal
 from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool, migrate, resolve_database_url
 from agentchat.http_clients import async_client
@@ -64,6 +67,7 @@ class Services:
     # REST writes a minute per user (agent/api/deps.py `RestWriter`).
     rest_writes: PerMinute
     approvals: Approvals  # answers by someone else (docs/protocol.md §11), the inbox
+    gated_calls: GatedCalls  # calls from MCP clients through the gate (agent/mcp/)
     uploads: UploadBook  # who owns each upload, and the quotas (agent/chat/upload_book.py)
     notifications: Notifications | None = None  # their outbox's delivery
     sweeper: Sweeper | None = None
@@ -168,14 +172,22 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     catalogs.start()
     notifications = Notifications(settings, pool, http, audit)
     notifications.start()
+    approvals = Approvals(pool=pool, chat=chat, policy=policy, catalogs=catalogs, audit=audit)
+    # The request states of MCP calls sealed under the run tokens' keys, their own purpose.
+    states = StateSeal(TokenSeal.of(settings.resume_key, settings.resume_key_file,
+                                    settings.service_client_secret, info=STATE_INFO))
+    gated_calls = GatedCalls(pool=pool, gate=deps.gate, execution=deps.execution,
+                             catalogs=catalogs, audit=audit, states=states,
+                             public_url=settings.public_url,
+                             confirmation_ttl_s=settings.confirmation_ttl_s)
+    approvals.gated = gated_calls.on_approval
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,
                     hub=hub, listener=listener, uploads=uploads,
                     sweeper=sweeper, takeover=takeover,
                     rest_writes=PerMinute(settings.tuning.max_rest_writes_per_minute_per_user,
                                           "writes"),
-                    approvals=Approvals(pool=pool, chat=chat, policy=policy,
-                                        catalogs=catalogs, audit=audit),
+                    approvals=approvals, gated_calls=gated_calls,
                     notifications=notifications)
 
 

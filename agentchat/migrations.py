@@ -467,4 +467,58 @@ MIGRATIONS: list[str | Online] = [
         PRIMARY KEY (turn_id, step)
     );
     """,
+    # 15: calls from outside a chat (an MCP client, agent/chat/gated_calls.py) that wait for
+    # a person: one row per call, its own record (`call_id`, `mcp-<uuid>`, is also its audit
+    # record's conversation and its approval's id). An approval by someone else of such a call
+    # is an approval like any other, so `approvals` no longer needs a card row or a
+    # conversation: its two foreign keys go (an approval still goes with its conversation: a
+    # trigger deletes it, as the cascade did), and `approval_cards` is where the approvals'
+    # SQL reads a card, a chat card's or a stored call's. Online: a new table, a view, and
+    # foreign keys dropped after the trigger that replaces their cascade is in place, each a
+    # brief lock (serving pods write to `approvals` and `conversations`).
+    Online((
+        """CREATE TABLE IF NOT EXISTS gated_calls (
+            call_id          text PRIMARY KEY,
+            owner            text NOT NULL,           -- the requester's sub
+            channel          text NOT NULL,           -- mcp
+            tool             text NOT NULL,
+            environment      text,
+            arguments        jsonb NOT NULL,          -- as validated: what runs
+            args_digest      text NOT NULL,
+            ask              text NOT NULL,           -- inline | confirmation | approval
+            card             jsonb NOT NULL,          -- what the person is asked
+            client           jsonb NOT NULL,          -- azp, and the client's own words
+            status           text NOT NULL DEFAULT 'pending',
+                -- pending | running | done | failed | denied (expired: pending past expires_at)
+            decision_id      text,                    -- the decision it ran under
+            result           jsonb,
+            error            text,
+            created_at       timestamptz NOT NULL DEFAULT now(),
+            expires_at       timestamptz NOT NULL,
+            answered_at      timestamptz,
+            finished_at      timestamptz
+        )""",
+        "CREATE INDEX IF NOT EXISTS gated_calls_owner ON gated_calls (owner, created_at DESC)",
+        """CREATE OR REPLACE FUNCTION approvals_follow_conversation() RETURNS trigger
+           LANGUAGE plpgsql AS $$
+           BEGIN
+               DELETE FROM approvals WHERE conversation_id = OLD.id;
+               RETURN OLD;
+           END $$""",
+        "DROP TRIGGER IF EXISTS approvals_follow_conversation ON conversations",
+        "CREATE TRIGGER approvals_follow_conversation AFTER DELETE ON conversations"
+        " FOR EACH ROW EXECUTE FUNCTION approvals_follow_conversation()",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS approvals_conversation"
+        " ON approvals (conversation_id)",
+        "ALTER TABLE approvals DROP CONSTRAINT IF EXISTS approvals_approval_id_fkey",
+        "ALTER TABLE approvals DROP CONSTRAINT IF EXISTS approvals_conversation_id_fkey",
+        """CREATE OR REPLACE VIEW approval_cards AS
+           SELECT confirm_id, payload, status, expires_at, turn_id, call_id, false AS gated
+             FROM confirmations
+           UNION ALL
+           SELECT call_id, card, CASE WHEN status IN ('pending', 'denied') THEN status
+                                      ELSE 'confirmed' END,
+                  expires_at, NULL, call_id, true
+             FROM gated_calls WHERE ask = 'approval'""",
+    )),
 ]

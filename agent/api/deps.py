@@ -6,6 +6,7 @@ each route names the few things it uses, never the whole of what `wiring.py` bui
     HttpClient    the shared outbound client (readiness asks the sidecar)
     ChatDoor      the chat domain's door, `agentchat.agent.chat.Chat`
     ApprovalsDep  approvals by someone else, `agentchat.agent.chat.Approvals`
+    GatedCallsDep MCP calls waiting for their requester, `agentchat.agent.chat.GatedCalls`
     DevIssuer     the dev issuer of the demo users' tokens; None outside dev
     UserToken     the bearer, parsed and verified once per request (401 in the error handler)
     CurrentUser   its principal
@@ -24,7 +25,7 @@ import httpx
 from fastapi import Depends, Request
 from psycopg_pool import AsyncConnectionPool
 
-from agentchat.agent.chat import Approvals, Chat
+from agentchat.agent.chat import Approvals, Chat, GatedCalls
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.wiring import Services
 from agentchat.errors import AgentChatError, ErrorCode
@@ -66,6 +67,10 @@ def _approvals(services: _Services) -> Approvals:
     return services.approvals
 
 
+def _gated_calls(services: _Services) -> GatedCalls:
+    return services.gated_calls
+
+
 def _dev_issuer(services: _Services) -> DevUserIssuer | None:
     return services.dev_issuer
 
@@ -75,6 +80,7 @@ DbPool = Annotated[AsyncConnectionPool, Depends(_pool)]
 HttpClient = Annotated[httpx.AsyncClient, Depends(_http)]
 ChatDoor = Annotated[Chat, Depends(_chat)]
 ApprovalsDep = Annotated[Approvals, Depends(_approvals)]
+GatedCallsDep = Annotated[GatedCalls, Depends(_gated_calls)]
 DevIssuer = Annotated[DevUserIssuer | None, Depends(_dev_issuer)]
 
 

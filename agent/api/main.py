@@ -6,6 +6,7 @@ from agentchat.agent.api.routes import (
     agent,
     approvals,
     audit,
+    calls,
     conversations,
     health,
     history,
@@ -23,3 +24,4 @@ api_router.include_router(ui.router)
 api_router.include_router(audit.router)
 api_router.include_router(approvals.router)
 api_router.include_router(approvals.grants_router)
+api_router.include_router(calls.router)

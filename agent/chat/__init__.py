@@ -1,7 +1,8 @@
 """The chat domain: one submit, from an adapter's parsed request to the run whose events the
 client follows. This package's `__all__` is its one public face: the door `Chat` (submit, join,
 stop, and what it holds: `conversations`, `audit_log`), `Approvals` (the second door: answers
-by someone else, docs/protocol.md §11), and the request and run types the adapters need. The
+by someone else, docs/protocol.md §11), `GatedCalls` (the third: MCP calls through the gate),
+and the request, run and call types the adapters need. The
 adapters (agent/gradio/, agent/api/) import only these names, never a module behind them.
 
     facade.py        Chat: admission, attachments, which kind of submit, the lease, the run
@@ -10,6 +11,11 @@ adapters (agent/gradio/, agent/api/) import only these names, never a module beh
                      history titled from the catalog, a tab's state (docs/protocol.md §4)
     audit_log.py     AuditLog: what a person may read of the audit trail
     approvals.py     Approvals: an approver's answer, the inbox, grants, the turn's resume
+    gated_calls.py   GatedCalls: MCP calls through the gate (the door agent/mcp/ uses): the
+                     tools a caller may call, a call, the page's answer, a stored call's result
+    gated_outcomes.py  Caller and the outcomes of a call (Done, Refused, AskInline, Pending...)
+    gated_cards.py   an MCP call's card: who answers it, its stored payload, its sealed
+                     request_state, its audit record
     turn_starts.py   the one way a turn starts: a message, a card's resume, a retry, a fork
     forks.py         branches in the graph's thread: a fork's checkpoint, a switch
     card_answers.py  a card's answer: the re-check, the card, its audit rows, one transaction
@@ -40,6 +46,19 @@ from agentchat.agent.chat.attachments import no_links, upload_key
 from agentchat.agent.chat.conversations import ActiveRun, Conversations, TabState
 from agentchat.agent.chat.events import to_message
 from agentchat.agent.chat.facade import Chat
+from agentchat.agent.chat.gated_calls import GatedCalls
+from agentchat.agent.chat.gated_outcomes import (
+    Answer,
+    AskInline,
+    Caller,
+    CallOutcome,
+    CallStatus,
+    Denied,
+    Done,
+    Failed,
+    Pending,
+    Refused,
+)
 from agentchat.agent.chat.heartbeat import with_heartbeats
 from agentchat.agent.chat.live_run import Run
 from agentchat.agent.chat.request import ACTIONS, ID_PATTERN, ChatRequest, UIContext
@@ -60,12 +79,23 @@ __all__ = [
     "FRAMING_BYTES",
     "ID_PATTERN",
     "ActiveRun",
+    "Answer",
     "ApprovalAnswer",
     "Approvals",
+    "AskInline",
+    "CallOutcome",
+    "CallStatus",
+    "Caller",
     "Chat",
     "ChatRequest",
     "Conversations",
+    "Denied",
+    "Done",
+    "Failed",
+    "GatedCalls",
+    "Pending",
     "PerMinute",
+    "Refused",
     "Room",
     "Run",
     "TabState",

@@ -4,18 +4,20 @@ inbox, and the turn's resume once the quorum is met.
 An answer is checked, in this order and under the conversation's lock, so each refusal has
 its code and changes nothing: someone who may not see the approval (NOT_FOUND, before
 anything else: no other answer tells them it exists or what it binds), the requester
-(FORBIDDEN), an approval no longer pending (APPROVAL_EXPIRED, or NO_PENDING_CONFIRMATION once
-approved, denied or cancelled), the same approver twice (ALREADY_ANSWERED), a digest that is
-not the card's (STALE_CONFIRMATION), then the sidecar with the approver's own token and the
-current policy (not an approver there, or not permitted the call: FORBIDDEN), and a grant
-longer than the current rule allows (FORBIDDEN). People are compared by `subject_key`, never
-as raw `sub` strings. The answer, the sidecar's decision on the approver and the
-audit rows are one transaction. A deny, or the quorum's last approval, resumes the turn as a
-new run through `Chat.submit` (the requester's conversation, their tab's lease): the card is
-resolved there, once, and the call runs with the card's idempotency key under the token of
-the approver whose answer decided it (the requester's token is never stored). That token
-serves those calls only: the graph runs no other call of the message, then answers without
-tools (agent/graph/builder.py `answer`), and the run never keeps it for a takeover.
+(FORBIDDEN), an approval no longer pending (APPROVAL_EXPIRED, or NO_PENDING_CONFIRMATION
+once approved, denied or cancelled), the same approver twice (ALREADY_ANSWERED), a digest
+that is not the card's (STALE_CONFIRMATION), then the sidecar with the approver's own token
+and the current policy (not an approver there, or not permitted the call: FORBIDDEN), and a
+grant longer than the current rule allows (FORBIDDEN). People are compared by `subject_key`,
+never as raw `sub` strings. The approval of a stored MCP call (agent/chat/gated_calls.py) is
+answered the same way; once decided, the call runs there (`gated`), not as a turn. The
+answer, the sidecar's decision on the approver and the audit rows are one transaction. A
+deny, or the quorum's last approval, resumes the turn as a new run through `Chat.submit`
+(the requester's conversation, their tab's lease): the card is resolved there, once, and the
+call runs with the card's idempotency key under the token of the approver whose answer
+decided it (the requester's token is never stored). That token serves those calls only: the
+graph runs no other call of the message, then answers without tools (agent/graph/builder.py
+`answer`), and the run never keeps it for a takeover.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import asyncio
 import logging
 import re
 import unicodedata
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,6 +35,7 @@ from agentchat.agent.audit.trail import AuditTrail, decision_detail
 from agentchat.agent.chat.card_answers import listed_calls
 from agentchat.agent.chat.facade import Chat
 from agentchat.agent.chat.request import ChatRequest
+from agentchat.agent.gate.checks import UNTRUSTED_CARD
 from agentchat.agent.gate.policy_client import PolicyClient
 from agentchat.agent.graph.cards import APPROVE_PATH
 from agentchat.agent.storage import approvals as records
@@ -48,8 +52,9 @@ log = logging.getLogger("agentchat.agent")
 
 __all__ = ["APPROVAL_ID", "APPROVE_PATH", "ApprovalAnswer", "Approvals"]
 
-UNTRUSTED_CARD = "confirmation_required_untrusted"
 RESUME_ATTEMPTS = 8
+# (the approval's row, the deciding approver's token, approved | denied, the checks by call)
+GatedHook = Callable[[Row, str, str, dict[str, dict[str, Any]]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,9 @@ class Approvals:
         self.policy = policy
         self.catalogs = catalogs
         self.audit = audit
+        # A stored call's approval decided (agent/chat/gated_calls.py `on_approval`): it runs
+        # there, not as a turn. Set by wiring.
+        self.gated: GatedHook | None = None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -177,7 +185,10 @@ class Approvals:
                     "approver": approver.sub, "decision": body.decision,
                     "status": decided or "pending", "comment": body.comment})
         run_id = None
-        if decided is not None:
+        if decided is not None and row.get("gated"):
+            if self.gated is not None:
+                await self.gated(row, token, decided, checks)
+        elif decided is not None:
             run_id = await self._resume(row, token, decided, checks)
         return {"approval_id": approval_id, "status": decided or "pending",
                 "approvals": count if body.decision == "approve" else 0,
@@ -236,7 +247,9 @@ class Approvals:
                                      "this action is no longer in the catalog")
             check = await self.policy.check_call(
                 user_jwt=token, tool=tool, arguments=call["arguments"],
-                untrusted=card.get("reason_code") == UNTRUSTED_CARD,
+                # A stored MCP call is untrusted whatever its card's reason.
+                untrusted=card.get("reason_code") == UNTRUSTED_CARD
+                or bool(card.get("untrusted_source")),
                 catalog_revision=catalog.revision)
             if not check.get("may_approve"):
                 roles = ", ".join(row["approvers"])

@@ -38,7 +38,8 @@ from agentchat.agent.audit.trail import AuditTrail
 from agentchat.agent.chat import mail
 from agentchat.agent.chat.notice_text import summary
 from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage import confirmations, outbox
+from agentchat.agent.storage import approvals as approval_records
+from agentchat.agent.storage import outbox
 from agentchat.agent.storage.db import Db, Row
 
 log = logging.getLogger("agentchat.agent")
@@ -114,10 +115,11 @@ class Notifications:
         joins what was sent where with the request, the answers and the execution."""
         if self.audit is None:
             return
-        card = await confirmations.get_confirmation(self.pool, str(row["approval_id"]))
-        if card is None:  # its conversation is gone
+        # A chat card's approval or a stored MCP call's: the call's record either way.
+        approval = await approval_records.get_approval(self.pool, str(row["approval_id"]))
+        if approval is None:  # its conversation is gone
             return
-        ref = await self.audit.record_of(card["conversation_id"], card["call_id"])
+        ref = await self.audit.record_of(approval["conversation_id"], approval["call_id"])
         if ref is None:
             return
         await self.audit.append([ref.entry("notification", {

@@ -3,7 +3,7 @@ what each stage holds): the check's decision, why a call did not run, its execut
 
 A caller binds where its calls' rows go (`CallAudit`): a chat turn's conversation and turn,
 or an MCP call's own record (its call id as both the conversation and the call: the
-calls table names its owner, agent/storage/gated_calls.py). The first row of a call names its
+calls table names its owner, agent/storage/gated_call_rows.py). The first row of a call names its
 `channel` (`chat` or `mcp`) and what the channel says of the call (a chat turn: its branch,
 docs/protocol.md §4; an MCP call: the token's `azp` and the client's own name and version,
 marked unverified).

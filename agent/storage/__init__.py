@@ -24,9 +24,11 @@
 - `fencing.py` (runs): every side effect of a run fenced by its epoch (`RunFence`, `OWNED`).
 - `turn_plans.py` (turn_plans): a step that plans a write, stored fenced before it runs.
 - `sealing.py` (runs.resume_token): the user token a live run keeps for its takeover, sealed.
-- `approvals.py` (approvals, approval_answers): approvals by someone else, their answers, the
-  inbox.
+- `approvals.py` (approvals, approval_answers; the cards through `approval_cards`): approvals
+  by someone else, a chat card's or a stored call's, their answers, the inbox.
 - `grants.py` (approval_grants): time-boxed grants, live until expiry or revoke.
+- `gated_call_rows.py` (gated_calls): calls from outside a chat (MCP) waiting for a person,
+  claimed once, read by their owner only.
 - `outbox.py` (approval_outbox): the approvals' notifications, claimed and delivered at least
   once.
 

@@ -1,7 +1,9 @@
 """Approvals by someone else (docs/protocol.md §11): a card whose policy mode is
 `other`, and each approver's answer.
 
-An approval's row is written with its card (`add_approval`, in the card's transaction); its
+An approval's row is written with its card (`add_approval`, in the card's transaction; a
+stored MCP call's, `add_gated_approval`, with the call: its card is the call's, read through
+the `approval_cards` view, migration 15); its
 answers are rows of their own, one per person (the primary key refuses a second). Its
 effective status joins the card's: a card the requester cancelled (denied) is `cancelled`, one
 past its expiry `expired`. The inbox lists, newest first and keyset-paged, the approvals whose
@@ -44,13 +46,13 @@ _SELECT = f"""
 SELECT a.approval_id, a.conversation_id, a.requester, a.tool, a.environment, a.args_digest,
        a.approvers, a.quorum, a.rule, a.tab_id, a.status AS own_status, a.created_at,
        a.expires_at, a.decided_at, a.escalated_at, c.payload AS card, c.turn_id, c.call_id,
-       {STATUS} AS status,
+       c.gated, {STATUS} AS status,
        coalesce((SELECT jsonb_agg(jsonb_build_object(
                     'approver', x.approver, 'decision', x.decision, 'comment', x.comment,
                     'channel', x.channel, 'at', x.at) ORDER BY x.at)
                    FROM approval_answers x WHERE x.approval_id = a.approval_id), '[]')
            AS answers
-  FROM approvals a JOIN confirmations c ON c.confirm_id = a.approval_id
+  FROM approvals a JOIN approval_cards c ON c.confirm_id = a.approval_id
 """
 
 # Approver roles held as named: `role` everywhere, `role@env` in the approval's environment.
@@ -105,6 +107,31 @@ async def add_approval(db: Db, *, approval_id: str, conversation_id: str, card: 
         "args_digest": approval["args_digest"], "approvers": json.dumps(approval["approvers"]),
         "quorum": approval["quorum"], "rule": json.dumps(rule), "tab": tab,
         "expires_at": expires_at,
+        "escalate_s": float(rule.get("escalate_after_s") or 0)}) is not None
+
+
+# A stored call's approval (agent/chat/gated_calls.py): its own id, its requester named.
+ADD_GATED_APPROVAL = """
+INSERT INTO approvals (approval_id, conversation_id, requester, tool, environment, args_digest,
+                       approvers, quorum, rule, tab_id, expires_at, escalate_at)
+VALUES (%(approval_id)s, %(approval_id)s, %(requester)s, %(tool)s, %(environment)s,
+        %(args_digest)s, %(approvers)s, %(quorum)s, %(rule)s, NULL, %(expires_at)s,
+        CASE WHEN %(escalate_s)s::float8 > 0
+             THEN now() + make_interval(secs => %(escalate_s)s::float8) END)
+ON CONFLICT (approval_id) DO NOTHING
+RETURNING approval_id
+"""
+
+
+async def add_gated_approval(db: Db, *, approval_id: str, requester: str, card: dict[str, Any],
+                             rule: dict[str, Any], expires_at: datetime) -> bool:
+    """The approval of a stored call (its id the call's), once."""
+    approval = card["approval"]
+    return await fetch_one(db, ADD_GATED_APPROVAL, {
+        "approval_id": approval_id, "requester": requester, "tool": card["tool_name"],
+        "environment": card.get("env_context"), "args_digest": approval["args_digest"],
+        "approvers": json.dumps(approval["approvers"]), "quorum": approval["quorum"],
+        "rule": json.dumps(rule), "expires_at": expires_at,
         "escalate_s": float(rule.get("escalate_after_s") or 0)}) is not None
 
 

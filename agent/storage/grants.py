@@ -32,6 +32,14 @@ SELECT g.grant_id FROM approval_grants g JOIN conversations c ON c.owner = g.req
    AND g.object_key = %(key)s AND g.revoked_at IS NULL AND g.expires_at > now()
  ORDER BY g.expires_at DESC LIMIT 1
 """
+# The same, for a requester named directly (a call outside a conversation: an MCP call).
+COVERING_REQUESTER = """
+SELECT g.grant_id FROM approval_grants g
+ WHERE g.requester = %(requester)s AND g.tool = %(tool)s
+   AND g.environment IS NOT DISTINCT FROM %(env)s
+   AND g.object_key = %(key)s AND g.revoked_at IS NULL AND g.expires_at > now()
+ ORDER BY g.expires_at DESC LIMIT 1
+"""
 # Live: it covers calls now. A key of an older form (agentchat/digest.py) matches no call's,
 # so such a grant is listed as not live.
 LIVE = (f"(revoked_at IS NULL AND expires_at > now() AND starts_with(object_key, "
@@ -62,6 +70,14 @@ async def covering(db: Db, conversation_id: str, tool: str, environment: str | N
     """The live grant covering this call of the conversation's owner, if any."""
     row = await fetch_one(db, COVERING, {"cid": conversation_id, "tool": tool,
                                          "env": environment, "key": key})
+    return None if row is None else str(row["grant_id"])
+
+
+async def covering_requester(db: Db, requester: str, tool: str, environment: str | None,
+                             key: str) -> str | None:
+    """The live grant covering this call of `requester`, if any."""
+    row = await fetch_one(db, COVERING_REQUESTER, {"requester": requester, "tool": tool,
+                                                   "env": environment, "key": key})
     return None if row is None else str(row["grant_id"])
 
 

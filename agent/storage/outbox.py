@@ -37,7 +37,7 @@ _BODY = """jsonb_build_object(
 EXPIRE_DUE = f"""
 WITH due AS (
     UPDATE approvals a SET expired_notified_at = now()
-      FROM confirmations c
+      FROM approval_cards c
      WHERE c.confirm_id = a.approval_id AND a.status = 'pending'
        AND a.expired_notified_at IS NULL AND c.expires_at <= now()
        AND c.status IN ('pending', 'expired')
@@ -50,7 +50,7 @@ RETURNING approval_id
 ESCALATE_DUE = f"""
 WITH due AS (
     UPDATE approvals a SET escalated_at = now()
-      FROM confirmations c
+      FROM approval_cards c
      WHERE c.confirm_id = a.approval_id AND a.status = 'pending'
        AND a.escalated_at IS NULL AND a.escalate_at <= now()
        AND c.status = 'pending' AND c.expires_at > now()
@@ -61,7 +61,7 @@ SELECT gen_random_uuid()::text, approval_id, 'approval_escalated', body, %(chann
 RETURNING approval_id
 """
 BODY_OF = f"""
-SELECT {_BODY} AS body FROM approvals a JOIN confirmations c ON c.confirm_id = a.approval_id
+SELECT {_BODY} AS body FROM approvals a JOIN approval_cards c ON c.confirm_id = a.approval_id
  WHERE a.approval_id = %(id)s
 """
 

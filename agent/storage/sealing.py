@@ -19,6 +19,9 @@ whenever it changes (its mtime, size or inode: kubelet swaps a mounted Secret's 
 rotation needs no restart (a line shorter than 32 characters is not used); else one key
 derived from the service client secret. With none, nothing is stored and such runs cannot be
 taken over (RUN_LOST `unresumable`): closed, not open.
+
+**Other seals, other keys.** The same key material seals an MCP call's `request_state`
+(agent/chat/gated_cards.py), under its own HKDF info, so neither seal ever opens as the other.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jwt
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -79,35 +83,61 @@ class KeyFile:
         return self._keys
 
 
-def _fernet(secret: str) -> Fernet:
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=INFO).derive(
+def _fernet(secret: str, info: bytes = INFO) -> Fernet:
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(
         secret.encode())
     return Fernet(base64.urlsafe_b64encode(key))
 
 
 class TokenSeal:
-    def __init__(self, secrets: Callable[[], tuple[str, ...]]) -> None:
+    """`info`: what the keys seal (HKDF's info), so a seal made for one purpose never opens
+    as another's (a run's token, an MCP call's `request_state`)."""
+
+    def __init__(self, secrets: Callable[[], tuple[str, ...]], info: bytes = INFO) -> None:
         self._secrets = secrets
+        self._info = info
         self._for: tuple[str, ...] | None = None
         self._ring: MultiFernet | None = None
 
     @classmethod
     def of(cls, key: str | None, key_file: Path | None = None,
-           fallback: str | None = None) -> TokenSeal:
+           fallback: str | None = None, info: bytes = INFO) -> TokenSeal:
         if key:
             listed = resume_keys(key)
-            return cls(lambda: listed)
+            return cls(lambda: listed, info)
         if key_file is not None:
-            return cls(KeyFile(key_file).keys)
+            return cls(KeyFile(key_file).keys, info)
         derived = (fallback,) if fallback else ()
-        return cls(lambda: derived)
+        return cls(lambda: derived, info)
 
     def _keys(self) -> MultiFernet | None:
         secrets = self._secrets()
         if secrets != self._for:
-            self._ring = MultiFernet([_fernet(s) for s in secrets]) if secrets else None
+            self._ring = MultiFernet([_fernet(s, self._info) for s in secrets]) \
+                if secrets else None
             self._for = secrets
         return self._ring
+
+    def seal_json(self, payload: dict[str, Any]) -> str | None:
+        """Any JSON object sealed under the newest key; None without a key."""
+        ring = self._keys()
+        if ring is None:
+            return None
+        return ring.encrypt(json.dumps(payload, separators=(",", ":")).encode()).decode()
+
+    def open_json(self, sealed: str, *, max_age_s: int) -> dict[str, Any]:
+        """The object, when sealed under one of the keys at most `max_age_s` ago and
+        unaltered; ValueError otherwise."""
+        ring = self._keys()
+        if ring is None:
+            raise ValueError("no key to open a seal with")
+        try:
+            payload = json.loads(ring.decrypt(sealed.encode(), ttl=max_age_s))
+        except (InvalidToken, ValueError, UnicodeError) as e:
+            raise ValueError("the seal does not open under these keys") from e
+        if not isinstance(payload, dict):
+            raise ValueError("the seal holds no object")
+        return payload
 
     def seal(self, token: str | None, *, run: str, conversation: str) -> str | None:
         """The token sealed under the newest key with its run, conversation and subject;

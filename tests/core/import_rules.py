@@ -52,8 +52,9 @@ UNITS: tuple[Unit, ...] = (
           "agent/storage/", *AGENT_SHARED)),
     Unit("agent/chat/", "domain",
          "the chat domain behind its doors, which its `__init__.py` exports: `Chat` "
-         "(`chat/facade.py`: submit, join, stop) and `Approvals` (`chat/approvals.py` decides "
-         "an approver's answer); admission, attachments, the kinds of submit, the lease, the "
+         "(`chat/facade.py`: submit, join, stop), `Approvals` (`chat/approvals.py` decides "
+         "an approver's answer) and `GatedCalls` (`chat/gated_calls.py`: MCP calls through "
+         "the gate); admission, attachments, the kinds of submit, the lease, the "
          "turn as a task, its run, takeover, the sweeper, the approvals' notices",
          ("agent/graph/", "agent/gate/", "agent/selection/", "agent/audit/", "agent/storage/",
           *AGENT_SHARED)),
