@@ -6,7 +6,7 @@ routes (`/api/agent/calls`) and the approvals inbox on the stack's agent, over H
 - The tools a caller may call are the sidecar's; an unknown tool, bad arguments, a denial
   (with the role and the alternatives) are refused before anything is sent; a read runs.
 - A card only the untrusted context needs (an ss-dev deploy) is asked inline: accepted it runs
-  once; declined it runs nothing; replayed, altered, expired-looking, another user's or other
+  once; declined it runs nothing; a replayed, altered, expired, another user's or other
   arguments' `request_state` runs nothing.
 - A card the catalog needs (an ss-stage deploy), or any card for a client that cannot elicit,
   waits for its requester on the page: listed for them only, answered with the digest, run
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -150,9 +151,15 @@ async def test_inline_card_runs_once_and_a_state_runs_nothing_twice(stack: Stack
 
     state = asked.request_state
     carol = caller(stack, "carol", ["editor"])
+    digest = (await door.result("bob", asked.call_id)).args_digest
+    expired = door.states.seal.seal_json({  # sealed right, but past its expiry
+        "v": 1, "sub": "bob", "tool": "deploy_dashboard", "args_digest": digest,
+        "call_id": asked.call_id, "exp": int(time.time()) - 1})
+    assert expired is not None
     for who, arguments, sealed in ((carol, args, state),  # another user's
                                    (bob, {**args, "dashboard_id": 43}, state),  # other args
-                                   (bob, args, state[:-4] + "AAAA")):  # altered
+                                   (bob, args, state[:-4] + "AAAA"),  # altered
+                                   (bob, args, expired)):
         wrong = await door.call(who, "deploy_dashboard", arguments, can_elicit=True,
                                 request_state=sealed, confirm="accept")
         assert isinstance(wrong, Refused) and wrong.code is ErrorCode.STALE_CONFIRMATION, wrong
