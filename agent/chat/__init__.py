@@ -46,7 +46,7 @@ from agentchat.agent.chat.attachments import no_links, upload_key
 from agentchat.agent.chat.conversations import ActiveRun, Conversations, TabState
 from agentchat.agent.chat.events import to_message
 from agentchat.agent.chat.facade import Chat
-from agentchat.agent.chat.gated_calls import GatedCalls
+from agentchat.agent.chat.gated_calls import CALL_ID, GatedCalls
 from agentchat.agent.chat.gated_outcomes import (
     Answer,
     AskInline,
@@ -76,6 +76,7 @@ __all__ = [
     "ACTIONS",
     "APPROVAL_ID",
     "APPROVE_PATH",
+    "CALL_ID",
     "FRAMING_BYTES",
     "ID_PATTERN",
     "ActiveRun",

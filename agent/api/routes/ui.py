@@ -4,6 +4,7 @@ the demo users' tokens.
     GET  /api/agent/ui/             index.html (never cached) with a Content-Security-Policy
     GET  /api/agent/ui/approvals/   the same page, showing the approvals inbox (protocol.md §11)
     GET  /api/agent/ui/approvals/{id}  the same page, showing one approval (a card's approve_url)
+    GET  /api/agent/ui/calls/{id}   the same page, showing one MCP call (its approve_url, §12)
     GET  /api/agent/ui/assets/...   Vite's content-hashed files (cached for a year, immutable)
     GET  /api/agent/ui/config.json  where the page finds the agent, and the demo users in dev
     POST /api/agent/ui/dev/token    {"user": "alice"} -> {"token": ...}; dev only, 404 otherwise
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from agentchat.agent.api.deps import DevIssuer, Settings
-from agentchat.agent.chat import APPROVAL_ID
+from agentchat.agent.chat import APPROVAL_ID, CALL_ID
 from agentchat.agent.csp import content_security_policy
 from agentchat.agent.settings import AgentSettings
 from agentchat.errors import ErrorCode
@@ -105,6 +106,15 @@ async def approval_page(approval_id: str, settings: Settings) -> Response:
     anything else under approvals/ is the 404 of an unknown path; whether the approval exists
     and who may see it is the REST API's answer to the signed-in page."""
     if not APPROVAL_ID.match(approval_id):
+        raise HTTPException(404)
+    return _page(settings, depth=1)
+
+
+@router.get("/calls/{call_id}")
+async def call_page(call_id: str, settings: Settings) -> Response:
+    """One stored MCP call's page (its `approve_url`): as for an approval, only the id's shape
+    is checked here; whose call it is, is the REST API's answer to the signed-in page."""
+    if not CALL_ID.match(call_id):
         raise HTTPException(404)
     return _page(settings, depth=1)
 
