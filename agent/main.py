@@ -1,5 +1,6 @@
-"""The agent service: FastAPI with the REST API (`api/`), and the Gradio adapter (`gradio/`)
-mounted at /api/agent/gradio; both call the chat domain through what `wiring` built."""
+"""The agent service: FastAPI with the REST API (`api/`), the Gradio adapter (`gradio/`)
+mounted at /api/agent/gradio and the MCP endpoint (`mcp/`) at /api/agent/mcp; each calls the
+chat domain through what `wiring` built."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from agentchat import heap
 from agentchat.agent.api.main import api_router
 from agentchat.agent.gradio import mount
 from agentchat.agent.gradio.file_guard import gradio_upload_paths
+from agentchat.agent.mcp import endpoint as mcp
 from agentchat.agent.metrics import watch_service_token
 from agentchat.agent.settings import AgentSettings
 from agentchat.agent.storage.db import STORAGE_ERRORS
@@ -50,7 +52,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
                            gen0_threshold=settings.tuning.gc_gen0_threshold)
         log.info("garbage collector: thresholds %s, %d objects frozen", gc.get_threshold(), frozen)
         try:
-            yield
+            async with mcp.running(mcp_endpoint):
+                yield
         finally:
             await holder.services.aclose()
 
@@ -63,6 +66,8 @@ def create_app(settings: AgentSettings | None = None) -> FastAPI:
     # REST route before reaching its mount (no REST route lies under the mount path).
     mounted = mount.mount(app, holder, settings)
     app.include_router(api_router)
+    # The MCP endpoint and its metadata (agent/mcp/), unless AGENTCHAT_AGENT_MCP_ENABLED=false.
+    mcp_endpoint = mcp.mount(app, holder, settings, app.version)
     _refuse_shadowed_routes(app, settings.tuning.mount_path)
     # Every error, whoever raises it, as `{code, detail}`; a database outage is 503.
     install_error_handlers(app, log, unavailable=STORAGE_ERRORS)

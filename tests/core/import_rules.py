@@ -33,9 +33,10 @@ UNITS: tuple[Unit, ...] = (
          "`agentchat serve` and `agentchat audit` (export, verify, prune)",
          ("agent/main.py", "agent/audit/", *AGENT_SHARED)),
     Unit("agent/main.py", "entry",
-         "`create_app`: FastAPI, the REST router, the Gradio adapter mounted, the error "
-         "handlers (storage outages among them), the body limit",
-         ("agent/api/", "agent/gradio/", "agent/wiring.py", "agent/storage/", *AGENT_SHARED)),
+         "`create_app`: FastAPI, the REST router, the Gradio adapter and the MCP endpoint "
+         "mounted, the error handlers (storage outages among them), the body limit",
+         ("agent/api/", "agent/gradio/", "agent/mcp/", "agent/wiring.py", "agent/storage/",
+          *AGENT_SHARED)),
     Unit("agent/api/", "adapter",
          "the REST adapter: routes, their narrow dependencies, bodies, cursors, error docs; "
          "of the domain, only its door",
@@ -44,6 +45,11 @@ UNITS: tuple[Unit, ...] = (
          "the Gradio adapter: the Blocks (`/chat`, the built-in page), the seven inputs "
          "parsed, the `/chat` stream, the guards on Gradio's own routes (uploads and their "
          "quotas, sessions, the page's headers); of the domain, only its door",
+         ("agent/wiring.py", "agent/chat/__init__.py", *AGENT_SHARED)),
+    Unit("agent/mcp/", "adapter",
+         "the MCP adapter: `/api/agent/mcp` on the SDK's stateless transport, its guard "
+         "(Origin, the bearer for this resource only, calls a minute, the token exchange), "
+         "the RFC 9728 metadata, tools/list and tools/call; of the domain, only its door",
          ("agent/wiring.py", "agent/chat/__init__.py", *AGENT_SHARED)),
     Unit("agent/wiring.py", "wiring",
          "`build_services`: the pool, checkpointer, graph, clients, the gate, the chat domain "

@@ -297,7 +297,8 @@ def rest_in_code() -> set[tuple[str, str]]:
     app = create_app(AgentSettings(mode="dev"))  # routes only: the lifespan never runs
     schema = {(m.upper(), _shape(path)) for path, ops in app.openapi()["paths"].items()
               for m in ops}
-    walked = _router_routes(list(api_router.routes))
+    # The app's own routes too: the MCP adapter's metadata route is on the app (agent/mcp/).
+    walked = _router_routes([*api_router.routes, *app.routes])
     # The walk must see at least what the schema shows, or it could not see a hidden route.
     assert schema and walked >= schema, (
         f"the router walk misses schema routes: {sorted(schema - walked)}")
