@@ -43,13 +43,6 @@ from agentchat.errors import AgentChatError, ErrorCode
 from agentchat.identity import Principal
 from agentchat.words import Lang, turn_language
 
-# How many messages plan and store their turn at once (a thread hop and a statement each). Every
-# step of a start queues behind whatever else the event loop has ready: with a whole burst
-# starting together, each of its starts advanced one step per pass, and every first token came
-# after nearly every start (bench/HISTORY.md, "The turn start").
-# Eight: the selection's query embeddings still go in batches (embeddings.py, QueryBatcher).
-START_CONCURRENCY = 8
-
 
 class TurnStarts:
     def __init__(self, *, settings: AgentSettings, pool: Db, runner: TurnRunner,
@@ -60,9 +53,6 @@ class TurnStarts:
         self.pool = pool
         self.runner = runner
         self.tools = tools
-        # A burst of messages is started in arrival order, START_CONCURRENCY at a time: each
-        # start's first token then waits for the starts before it, not for all of them.
-        self.starting = asyncio.Semaphore(START_CONCURRENCY)
 
     # -- plans ------------------------------------------------------------------------------------
 
@@ -110,34 +100,24 @@ class TurnStarts:
         turn_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
         text = f"{req.text}\n\n{req.attached}".strip() if req.attached else req.text
         assert req.user_jwt is not None
-
-        async def begin(settled: bool) -> submits.Opened:
-            return await submits.begin_message(
-                self.pool, conversation_id=conversation_id, owner=principal.sub, tab=tab,
-                lease_s=self.settings.tuning.lease_s, replica=self.replica,
-                lost_s=self.settings.tuning.run_lost_s, last_settled=settled, **rows)
-
-        # The plan and the first statement in one go, a few starts at a time (`starting`);
-        # what stands in the way is settled outside it.
-        async with self.starting:
-            runtime = await self.plan(conversation_id, turn_id, req.user_jwt, req.text,
-                                      req.env_id, req.uicontext)
-            if new:  # a conversation's first branch is named by its first message
-                runtime = replace(runtime, branch=message_id)
-            rows: dict[str, Any] = {"turn_id": turn_id, "plan": self.record_of(runtime),
-                                    "message_id": message_id, "content": text,
-                                    "title": conversations.title_from(req.text)}
-            if new:
-                await submits.start_conversation(self.pool, conversation_id=conversation_id,
-                                                 owner=principal.sub, tab=tab,
-                                                 lease_s=self.settings.tuning.lease_s, **rows)
-            else:
-                opened = await begin(False)
-        if not new:
+        runtime = await self.plan(conversation_id, turn_id, req.user_jwt, req.text, req.env_id,
+                                  req.uicontext)
+        if new:  # a conversation's first branch is named by its first message
+            runtime = replace(runtime, branch=message_id)
+        rows: dict[str, Any] = {"turn_id": turn_id, "plan": self.record_of(runtime),
+                                "message_id": message_id, "content": text,
+                                "title": conversations.title_from(req.text)}
+        if new:
+            await submits.start_conversation(self.pool, conversation_id=conversation_id,
+                                             owner=principal.sub, tab=tab,
+                                             lease_s=self.settings.tuning.lease_s, **rows)
+        else:
             settled = False  # an unfinished last turn's calls were answered
-            for attempt in range(4):
-                if attempt:
-                    opened = await begin(settled)
+            for _ in range(4):
+                opened = await submits.begin_message(
+                    self.pool, conversation_id=conversation_id, owner=principal.sub, tab=tab,
+                    lease_s=self.settings.tuning.lease_s, replica=self.replica,
+                    lost_s=self.settings.tuning.run_lost_s, last_settled=settled, **rows)
                 if opened.started:
                     runtime = replace(runtime, branch=opened.branch)
                     break
