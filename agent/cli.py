@@ -39,6 +39,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"agentchat serve: refusing to start: {reasons}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # httpx logs every outbound request at INFO with its URL (a search's words in the query):
+    # ~4 % of the agent's CPU per MCP call (bench/mcp_gateway.py), and people's text in logs.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         app = create_app(settings)
     except MountPathClash as e:
