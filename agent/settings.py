@@ -162,6 +162,17 @@ class AgentTuning(ServerTuning, SelectionTuning):
     max_submits_per_minute_per_user: int = Field(default=30, ge=1)
     max_rest_writes_per_minute_per_user: int = Field(default=60, ge=1)
 
+    # MCP calls (agent/chat/gated_calls.py): the calls a user may have waiting for a person
+    # at once (checked in the INSERT, under a per-user lock: every replica counts the same
+    # rows; an expired one does not count); finished or expired ones are deleted once this
+    # many days old, by each replica's sweeper at most every `mcp_calls_prune_interval_s`;
+    # a caller's tool list is kept this long (≤ 5 s: a list's `ttlMs`), at most this many.
+    mcp_pending_calls_per_user: int = Field(default=20, ge=1)
+    mcp_calls_retention_days: float = Field(default=30.0, ge=0)
+    mcp_calls_prune_interval_s: float = Field(default=600.0, gt=0)
+    mcp_tools_cache_s: float = Field(default=2.0, ge=0, le=5.0)
+    mcp_tools_cache_size: int = Field(default=10_000, ge=0)
+
     # Tool output trimmed to what a card can show.
     max_tool_output_chars: int = 4000
 

@@ -23,7 +23,7 @@ from agentchat.agent.chat.gated_cards import STATE_INFO, StateSeal
 from agentchat.agent.chat.join import RunListener
 from agentchat.agent.chat.notify import Notifications
 from agentchat.agent.chat.run_hub import RunHub
-from agentchat.agent.chat.sweeper import Sweeper
+from agentchat.agent.chat.sweeper import CallRetention, Sweeper
 from agentchat.agent.chat.takeover import Takeover
 from agentchat.agent.chat.turn_starts import TurnStarts
 from agentchat.agent.chat.turn_task import TurnRunner
@@ -165,7 +165,10 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     sweeper = Sweeper(pool=pool, runner=runner, hub=hub, lease_s=settings.tuning.lease_s,
                             retention=Retention(db=pool, days=settings.audit_retention_days,
                                                 interval_s=settings.tuning.audit_prune_interval_s),
-                            uploads=uploads, upload_expiry_s=settings.tuning.upload_expiry_s)
+                            uploads=uploads, upload_expiry_s=settings.tuning.upload_expiry_s,
+                            calls=CallRetention(
+                                db=pool, days=settings.tuning.mcp_calls_retention_days,
+                                interval_s=settings.tuning.mcp_calls_prune_interval_s))
     sweeper.start()
     takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts, audit=audit)
     takeover.start()
@@ -179,7 +182,10 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     gated_calls = GatedCalls(pool=pool, gate=deps.gate, execution=deps.execution,
                              catalogs=catalogs, audit=audit, states=states,
                              public_url=settings.public_url,
-                             confirmation_ttl_s=settings.confirmation_ttl_s)
+                             confirmation_ttl_s=settings.confirmation_ttl_s,
+                             pending_cap=settings.tuning.mcp_pending_calls_per_user,
+                             tools_cache_s=settings.tuning.mcp_tools_cache_s,
+                             tools_cache_size=settings.tuning.mcp_tools_cache_size)
     approvals.gated = gated_calls.on_approval
     return Services(settings=settings, catalogs=catalogs, pool=pool, http=http, runner=runner,
                     chat=chat, verifier=verifier, tokens=tokens, dev_issuer=dev_issuer,

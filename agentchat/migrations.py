@@ -521,4 +521,24 @@ MIGRATIONS: list[str | Online] = [
                   expires_at, NULL, call_id, true
              FROM gated_calls WHERE ask = 'approval'""",
     )),
+    # 16: MCP calls are bounded (agent/storage/gated_call_rows.py): a user's pending calls are
+    # counted when one is stored (gated_calls_pending), finished or expired ones are deleted
+    # past their retention, oldest first (gated_calls_created), and a deleted call's approval
+    # goes with it, as a deleted conversation's does (a trigger; its answers cascade). Online:
+    # indexes built concurrently, a trigger (a brief lock).
+    Online((
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS gated_calls_pending ON gated_calls (owner)"
+        " WHERE status = 'pending'",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS gated_calls_created"
+        " ON gated_calls (created_at)",
+        """CREATE OR REPLACE FUNCTION approvals_follow_gated_call() RETURNS trigger
+           LANGUAGE plpgsql AS $$
+           BEGIN
+               DELETE FROM approvals WHERE conversation_id = OLD.call_id;
+               RETURN OLD;
+           END $$""",
+        "DROP TRIGGER IF EXISTS approvals_follow_gated_call ON gated_calls",
+        "CREATE TRIGGER approvals_follow_gated_call AFTER DELETE ON gated_calls"
+        " FOR EACH ROW EXECUTE FUNCTION approvals_follow_gated_call()",
+    )),
 ]

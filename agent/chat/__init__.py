@@ -16,6 +16,7 @@ adapters (agent/gradio/, agent/api/) import only these names, never a module beh
     gated_outcomes.py  Caller and the outcomes of a call (Done, Refused, AskInline, Pending...)
     gated_cards.py   an MCP call's card: who answers it, its stored payload, its sealed
                      request_state, its audit record
+    gated_tools.py   ToolLists: a caller's MCP tool list, asked of the sidecar, kept seconds
     turn_starts.py   the one way a turn starts: a message, a card's resume, a retry, a fork
     forks.py         branches in the graph's thread: a fork's checkpoint, a switch
     card_answers.py  a card's answer: the re-check, the card, its audit rows, one transaction
@@ -33,7 +34,8 @@ adapters (agent/gradio/, agent/api/) import only these names, never a module beh
                      reading one safely, expiry and deletion
     upload_book.py   the owners' book and the upload quotas' room (the route's counting is
                      agent/gradio/upload_quota.py)
-    sweeper.py       the replica's sweeper: settle_orphans, cut_audit, expire_uploads
+    sweeper.py       the replica's sweeper: settle_orphans, cut_audit, expire_uploads,
+                     prune_calls (CallRetention: stored MCP calls past their retention)
     heartbeat.py     the `heartbeat` event on a silent stream (a submit's or a join's)
     notify.py        Notifications: the approvals outbox's delivery (mail.py: SMTP;
                      notice_text.py: the notice's words)

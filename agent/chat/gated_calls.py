@@ -6,8 +6,9 @@ Interface (all the adapter needs):
 
     GatedCalls.tools_for(caller) -> list[Tool]
         The catalog tools the caller may call in at least one environment, as the sidecar
-        says (`/v1/permissions`, asked per environment with the caller's token), in the
-        catalog's order. A refused token: UNAUTHORIZED; no sidecar: POLICY_UNAVAILABLE.
+        says (`/v1/permissions`, asked per environment with the caller's token; kept a few
+        seconds: agent/chat/gated_tools.py), in the catalog's order. A refused token:
+        UNAUTHORIZED; no sidecar: POLICY_UNAVAILABLE.
     GatedCalls.call(caller, name, arguments, *, can_elicit, request_state=None,
                     confirm=None) -> CallOutcome
         One `tools/call` (agent/chat/gated_outcomes.py has the outcomes):
@@ -26,6 +27,8 @@ Interface (all the adapter needs):
           destructive tool), any card when the client cannot elicit, and every approval by
           someone else (four eyes) are answered by a person: the call is stored, Pending
           (`confirmation_required` or `approval_required`, `approve_url` the panel page).
+          A stored call (inline too) counts against its user's `pending_cap` until answered
+          or expired: over it, Refused RATE_LIMITED (`retry_after`), nothing stored.
     GatedCalls.answer(user, user_jwt, call_id, decision, args_digest) -> CallStatus
         The requester's answer on the page (REST `POST /api/agent/calls/{call_id}`):
         `confirm` re-checks with their token of now and runs the call once, `deny` cancels.
@@ -88,6 +91,7 @@ from agentchat.agent.chat.gated_outcomes import (
     Pending,
     Refused,
 )
+from agentchat.agent.chat.gated_tools import ToolLists
 from agentchat.agent.gate.audit_rows import CallAudit
 from agentchat.agent.gate.checks import MCP_CLIENT, REFUSED, Gate
 from agentchat.agent.gate.execution import CHANGED_TEXT, Execution, JudgedCall
@@ -106,20 +110,14 @@ from agentchat.tool_request import InvalidArguments, validate_arguments
 CALL_ID = re.compile(r"^mcp-[0-9a-f-]{36}$")
 DENIED_WORDS = {"decline": "declined", "cancel": "cancelled", "deny": "denied"}
 ANY_ASK = [INLINE, CONFIRMATION, APPROVAL]
-
-
-def _quiet(_event: dict[str, Any]) -> None:
-    """A call outside a chat has no stream: its tool events go nowhere."""
-
-
-def not_found() -> AgentChatError:
-    return AgentChatError(ErrorCode.NOT_FOUND, "no such call")
+NO_SUCH_CALL = "no such call"  # missing and another user's alike
 
 
 class GatedCalls:
     def __init__(self, *, pool: Db, gate: Gate, execution: Execution, catalogs: CatalogSource,
                  audit: AuditTrail | None, states: StateSeal, public_url: str,
-                 confirmation_ttl_s: float) -> None:
+                 confirmation_ttl_s: float, pending_cap: int = 20,
+                 tools_cache_s: float = 2.0, tools_cache_size: int = 10_000) -> None:
         self.pool = pool
         self.gate = gate
         self.execution = execution
@@ -128,15 +126,14 @@ class GatedCalls:
         self.states = states
         self.public_url = public_url
         self.confirmation_ttl_s = confirmation_ttl_s
+        self.pending_cap = pending_cap
+        self.tool_lists = ToolLists(gate.policy, ttl_s=tools_cache_s, size=tools_cache_size)
         # Calls running on this replica: shielded from their request's cancel, kept here.
         self._running: set[asyncio.Future[CallOutcome]] = set()
 
     async def tools_for(self, caller: Caller) -> list[Tool]:
         catalog = self.catalogs.current()
-        envs: list[str | None] = [None, *catalog.environments]
-        allowed = await asyncio.gather(*(self.gate.policy.permissions(
-            user_jwt=caller.user_jwt, environment=env) for env in envs))
-        names: set[str] = set().union(*allowed)
+        names = await self.tool_lists.allowed(caller, catalog)
         return [t for t in catalog.tools if t.name in names]
 
     # -- a call -------------------------------------------------------------------------
@@ -198,15 +195,17 @@ class GatedCalls:
                           datetime.now(UTC) + timedelta(seconds=ttl)), "asked": ask}
         expires_at = datetime.fromisoformat(card["expires_at"])
         async with connection(self.pool) as conn, conn.transaction():
-            await calls.add(conn, call_id=call_id, owner=caller.sub, tool=tool.name,
-                            environment=d.get("env_context"), arguments=args,
-                            args_digest=digest, ask=ask, card=card, client=client,
-                            expires_at=expires_at)
-            if ask == APPROVAL:
+            stored = await calls.add(conn, call_id=call_id, owner=caller.sub, tool=tool.name,
+                                     environment=d.get("env_context"), arguments=args,
+                                     args_digest=digest, ask=ask, card=card, client=client,
+                                     expires_at=expires_at, cap=self.pending_cap)
+            if stored and ask == APPROVAL:
                 await approval_records.add_gated_approval(
                     conn, approval_id=call_id, requester=caller.sub, card=card,
                     rule=card["approval"]["policy_rule"], expires_at=expires_at)
                 await outbox.enqueue(conn, call_id, "approval_requested")
+        if not stored:
+            return await self._over_quota(caller.sub, client, call_id, tool.name, args)
         if self.audit is not None and self.audit.enabled:
             await card_shown(self.pool, conversation_id=call_id, turn_id=TURN_ID, card=card)
         risk, env = str(card["risk"]), d.get("env_context")
@@ -220,6 +219,14 @@ class GatedCalls:
                        expires_at=card["expires_at"], prompt=card["prompt"], risk=risk,
                        environment=env, args_digest=digest, approval=card["approval"],
                        title=card["title"])
+
+    async def _over_quota(self, sub: str, client: dict[str, Any], call_id: str, tool: str,
+                          args: dict[str, Any]) -> Refused:
+        rows = rows_for(self.audit, call_id, sub, client)  # its record: why it did not run
+        await rows.append(rows.not_run(call_id, tool, args, "rate_limited", "pending_cap"))
+        return Refused(ErrorCode.RATE_LIMITED, f"you have {self.pending_cap} calls waiting for "
+                       "an answer; answer or cancel one first (nothing was stored)",
+                       retry_after=await calls.freed_in(self.pool, sub))
 
     async def _inline_answer(self, caller: Caller, tool: Tool, arguments: Any,
                              request_state: str | None, confirm: Answer | None) -> CallOutcome:
@@ -249,7 +256,7 @@ class GatedCalls:
         row = (await calls.get(self.pool, call_id, user.sub)
                if CALL_ID.match(call_id) else None)
         if row is None:
-            raise not_found()
+            raise AgentChatError(ErrorCode.NOT_FOUND, NO_SUCH_CALL)
         if args_digest != row["args_digest"]:
             raise AgentChatError(ErrorCode.STALE_CONFIRMATION,
                                  "args_digest is not the call's: the card is for other arguments")
@@ -366,7 +373,8 @@ class GatedCalls:
             return Failed(call_id, CHANGED_TEXT, ErrorCode.POLICY_UNAVAILABLE)
         try:
             outcome = await self.execution.run(rows, judged, catalog=catalog,
-                                               user_jwt=user_jwt, emit=_quiet, lang="en")
+                                               user_jwt=user_jwt, lang="en",
+                                               emit=lambda _event: None)  # no stream
         except BaseException:
             if stored:
                 await calls.finish(self.pool, judged.call_id, "failed",
@@ -385,7 +393,7 @@ class GatedCalls:
     async def result(self, sub: str, call_id: str) -> CallStatus:
         row = await calls.get(self.pool, call_id, sub) if CALL_ID.match(call_id) else None
         if row is None:
-            raise not_found()
+            raise AgentChatError(ErrorCode.NOT_FOUND, NO_SUCH_CALL)
         return status_of(row, self.public_url)
 
     async def pending(self, sub: str) -> list[CallStatus]:

@@ -1,9 +1,11 @@
-"""The replica's background sweeper: three jobs on one timer, each named for what it does.
+"""The replica's background sweeper: four jobs on one timer, each named for what it does.
 
     settle_orphans  turns another process left behind when it died (kill -9, OOM), below
     cut_audit       the audit trail's retention (agent/audit/retention.py), when due
     expire_uploads  uploads unused for `upload_expiry_s` (agent/chat/attachments.py) deleted,
                     at least every tenth of it
+    prune_calls     MCP calls finished or expired longer ago than their retention deleted,
+                    with their approvals (CallRetention, below), when due
 
 
 A running turn's process renews its conversation's lease every `lease_s / 3`, so a turn still
@@ -23,23 +25,62 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from datetime import UTC, datetime, timedelta
 
 from agentchat.agent.audit.retention import Retention
 from agentchat.agent.chat.attachments import sweep_uploads
 from agentchat.agent.chat.run_hub import RunHub
 from agentchat.agent.chat.turn_task import TurnRunner
 from agentchat.agent.chat.upload_book import UploadBook
+from agentchat.agent.storage import gated_call_rows
 from agentchat.agent.storage import turns as turn_records
 from agentchat.agent.storage.db import Db
 
 log = logging.getLogger("agentchat.agent.chat.sweeper")
 
 
+class CallRetention:
+    """Stored MCP calls (agent/storage/gated_call_rows.py) done, failed, denied or expired
+    more than `days` ago go, at most every `interval_s` on each replica (0 days: kept), in
+    batches of `batch` rows, each its own short transaction under a lock timeout, at most
+    `max_batches` a pass: the next pass goes on. Replicas pruning at once skip each other's
+    rows. The audit trail is not touched: it has its own retention."""
+
+    def __init__(self, *, db: Db, days: float, interval_s: float, batch: int = 500,
+                 max_batches: int = 20) -> None:
+        self.db = db
+        self.days = days
+        self.interval_s = interval_s
+        self.batch = batch
+        self.max_batches = max_batches
+        self._last: float | None = None
+
+    async def maybe_prune(self) -> int | None:
+        """The rows deleted, when a pass was due; None otherwise."""
+        now = time.monotonic()
+        if self.days <= 0 or (self._last is not None and now - self._last < self.interval_s):
+            return None
+        self._last = now
+        before = datetime.now(UTC) - timedelta(days=self.days)
+        deleted = 0
+        for _ in range(self.max_batches):
+            n = await gated_call_rows.prune(self.db, before=before, limit=self.batch)
+            deleted += n
+            if n < self.batch:
+                break
+        if deleted:
+            log.info("deleted %s MCP calls older than %g days", deleted, self.days)
+        return deleted
+
+
 class Sweeper:
     def __init__(self, *, pool: Db, runner: TurnRunner, hub: RunHub, lease_s: float,
                  retention: Retention | None = None, uploads: UploadBook | None = None,
-                 upload_expiry_s: float | None = None) -> None:
+                 upload_expiry_s: float | None = None,
+                 calls: CallRetention | None = None) -> None:
         self.pool = pool
+        self.calls = calls
         self.uploads = uploads
         self.upload_expiry_s = upload_expiry_s
         self.retention = retention
@@ -75,6 +116,13 @@ class Sweeper:
         except OSError:  # the upload folder unreadable: the next interval tries again
             log.warning("the upload sweep failed; retrying at the next interval")
 
+    async def prune_calls(self) -> None:
+        if self.calls is not None:
+            try:
+                await self.calls.maybe_prune()
+            except Exception:  # a lock not had, the database away: the next interval
+                log.warning("pruning MCP calls failed; retrying at the next interval")
+
     @property
     def interval(self) -> float:
         """Every `lease_s`; an upload lives at most about 10 % past its expiry, however long
@@ -90,6 +138,7 @@ class Sweeper:
                 await self.settle_orphans()
             await self.cut_audit()
             await self.expire_uploads()
+            await self.prune_calls()
             await asyncio.sleep(self.interval)
 
     def start(self) -> None:
