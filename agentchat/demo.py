@@ -121,6 +121,10 @@ def _run(args: argparse.Namespace) -> int:
                f"http://127.0.0.1:{args.sandbox_port}/api/auth/service-token",
            "AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": DEMO_CLIENT_SECRET,
            "AGENTCHAT_AGENT_POLICY_URL": f"http://127.0.0.1:{args.policy_port}",
+           # Links (an approval's, an MCP call's approve_url) and the MCP endpoint's
+           # resource name this address, as `agentchat mcp config` does.
+           "AGENTCHAT_AGENT_PUBLIC_URL": base.get("AGENTCHAT_AGENT_PUBLIC_URL",
+                                                  f"http://127.0.0.1:{args.port}"),
            PLANNER_DELAY: base.get(PLANNER_DELAY, "0.03"),
            # A stop must end within 10 s: live turns get 2 s, then are marked lost. The demo
            # is one replica: no other would take a released run over (docs/protocol.md §4,
