@@ -21,8 +21,8 @@ are fenced by the run's epoch in the appending statement (agent/storage/fencing.
 revived after its run was taken over appends nothing more. A card's answer and REST
 approvals are not a run's: they append as before.
 - not_run: why it did not run (refused, denied, permission_denied, revoked, expired,
-  halted, policy_unavailable, not_approved) and a detail: the confirm, tools and policy
-  nodes, card_answers.py.
+  halted, policy_unavailable, not_approved, rate_limited) and a detail: the confirm, tools
+  and policy nodes, card_answers.py, an MCP call over its user's pending cap.
 
 Which calls: every call of a write or destructive tool, and of a tool the catalog does not
 know (a tool without risk metadata counts as destructive). The decision is taken once per

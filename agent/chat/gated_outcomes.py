@@ -71,6 +71,8 @@ class Refused:
             out["alternatives"] = self.alternatives or []
         if self.call_id is not None:
             out["call_id"] = self.call_id
+        if self.retry_after is not None:
+            out["retry_after"] = self.retry_after
         return out
 
 
