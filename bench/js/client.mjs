@@ -11,6 +11,7 @@
 import { pathToFileURL } from "node:url";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
+import { boundaries } from "./tokens.mjs";
 
 // Every byte of the servers' event streams (Gradio's /queue/data, where a submit's events come),
 // counted as they arrive: bytes per token event, on the wire, as bench/js/langgraph.mjs counts
@@ -43,18 +44,6 @@ async function connect() {
   return Client.connect(spec.url, { headers, events: ["data", "status"] });
 }
 
-// Token boundaries of the expected text: a prefix length -> how many tokens it holds.
-const TOKEN_RE = /\S+\s*|\s+/g;
-function boundaries(text) {
-  const out = new Map([[0, 0]]);
-  let len = 0;
-  let i = 0;
-  for (const m of text.matchAll(TOKEN_RE)) {
-    len += m[0].length;
-    out.set(len, ++i);
-  }
-  return out;
-}
 
 function contentOf(data) {
   const v = data?.[0];

@@ -7,22 +7,12 @@
 // Every stream's connection is opened (GET /ok) before the submits, as @gradio/client's
 // connect() opens the agent's. Bytes: every byte of each run's response body.
 import { randomUUID } from "node:crypto";
+import { boundaries } from "./tokens.mjs";
 
 const spec = JSON.parse(process.env.BENCH_SPEC);
 const now = () => performance.now();
 const mark = (what) => process.stderr.write(`BENCH-MARK ${what}\n`);
 
-const TOKEN_RE = /\S+\s*|\s+/g;
-function boundaries(text) {
-  const out = new Map([[0, 0]]);
-  let len = 0;
-  let i = 0;
-  for (const m of text.matchAll(TOKEN_RE)) {
-    len += m[0].length;
-    out.set(len, ++i);
-  }
-  return out;
-}
 
 let firsts = 0;
 let submitted = 0;
