@@ -16,6 +16,8 @@ against the classes, both ways):
         ├── UploadRefused          agent/chat/upload_book.py: an upload over a limit (413, 429)
         ├── RefusedFile            agent/chat/attachments.py: a /chat file not the user's upload
         ├── EmbeddingsUnavailable  agent/selection/embeddings.py: the selector widens the tool set
+        ├── ExchangeRefused        agent/mcp/exchange.py: the issuer refused an MCP token (401)
+        ├── ExchangeUnavailable    agent/mcp/exchange.py: the issuer's token exchange is down (503)
         ├── Refused                policy/app.py: a sidecar request refused (code and status)
         ├── PolicyError            policy/rules.py: a policy folder that cannot become a snapshot
         ├── ApprovalRuleError      policy/approvals.py: approvals.yaml unreadable (ValueError too)

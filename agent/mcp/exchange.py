@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import httpx
 import jwt
 
+from agentchat.errors import ErrorCode, LocalError
+
 GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 # An exchanged token is used until this long before it expires (a call takes seconds).
@@ -26,13 +28,17 @@ REFRESH_MARGIN_S = 30.0
 TIMEOUT_S = 5.0
 
 
-class ExchangeRefused(Exception):
+class ExchangeRefused(LocalError):
     """The issuer refused the MCP token (RFC 6749 `invalid_grant`…): the caller is not
     authenticated, 401."""
 
+    CODE = ErrorCode.UNAUTHORIZED
 
-class ExchangeUnavailable(Exception):
+
+class ExchangeUnavailable(LocalError):
     """The issuer did not answer, or answered nonsense: our outage, never the caller's."""
+
+    CODE = ErrorCode.INTERNAL
 
 
 @dataclass(frozen=True)

@@ -117,10 +117,6 @@ class Guard:
             if method in NEEDS_USER_TOKEN:
                 assert raw is not None
                 user_jwt = await self.exchange.user_token(raw)
-        except AgentChatError as e:
-            retry = {"Retry-After": str(e.retry_after)} if e.retry_after else None
-            await error_response(e.http_status, e.code, e.detail, retry)(scope, receive, send)
-            return
         except ExchangeRefused as e:
             await self._unauthorized(scope, receive, send, True, f"exchange_{e}")
             return
@@ -128,6 +124,10 @@ class Guard:
             log.warning("token exchange failed: %s", e)
             await error_response(503, ErrorCode.INTERNAL, str(e),
                                  {"Retry-After": "5"})(scope, receive, send)
+            return
+        except AgentChatError as e:
+            retry = {"Retry-After": str(e.retry_after)} if e.retry_after else None
+            await error_response(e.http_status, e.code, e.detail, retry)(scope, receive, send)
             return
         scope[SCOPE_KEY] = CallerContext(principal=principal, user_jwt=user_jwt,
                                          lang=language(headers.get("accept-language")),
