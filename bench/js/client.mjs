@@ -11,7 +11,7 @@
 import { pathToFileURL } from "node:url";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
-import { boundaries } from "./tokens.mjs";
+import { boundaries, firstMarks, mark } from "./measure.mjs";
 
 // Every byte of the servers' event streams (Gradio's /queue/data, where a submit's events come),
 // counted as they arrive: bytes per token event, on the wire, as bench/js/langgraph.mjs counts
@@ -55,16 +55,7 @@ function contentOf(data) {
 // every client is connected (then `start_delay_ms` for a profiler to attach), `submit` just
 // before the first round's submits, `half-first` and `all-first` once half and all of its
 // streams have their first text (with the time since the submits, ms).
-const mark = (what) => process.stderr.write(`BENCH-MARK ${what}\n`);
-let firsts = 0;
-let submitted = 0;
-function firstSeen() {
-  if (!spec.mark_first) return;
-  firsts++;
-  const t = Math.round(now() - submitted);
-  if (firsts === Math.ceil(spec.n / 2)) mark(`half-first ${t}`);
-  if (firsts === spec.n) mark(`all-first ${t}`);
-}
+const { firstSeen, submit } = firstMarks(spec);
 
 // One submit, read the way lib.mjs collect() does, without copying each event (the client
 // mutates one object in place, so every field is read before the next await).
@@ -143,8 +134,7 @@ async function streams() {
   if (spec.mark_first) {
     mark("connected");
     await new Promise((resolve) => setTimeout(resolve, spec.start_delay_ms ?? 1500));
-    mark("submit");
-    submitted = now();
+    submit();
   }
   const rounds = [];
   for (let round = 0; round < (spec.rounds ?? 1); round++) {

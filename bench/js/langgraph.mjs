@@ -7,22 +7,13 @@
 // Every stream's connection is opened (GET /ok) before the submits, as @gradio/client's
 // connect() opens the agent's. Bytes: every byte of each run's response body.
 import { randomUUID } from "node:crypto";
-import { boundaries } from "./tokens.mjs";
+import { boundaries, firstMarks, mark } from "./measure.mjs";
 
 const spec = JSON.parse(process.env.BENCH_SPEC);
 const now = () => performance.now();
-const mark = (what) => process.stderr.write(`BENCH-MARK ${what}\n`);
 
 
-let firsts = 0;
-let submitted = 0;
-function firstSeen() {
-  if (!spec.mark_first) return;
-  firsts++;
-  const t = Math.round(now() - submitted);
-  if (firsts === Math.ceil(spec.n / 2)) mark(`half-first ${t}`);
-  if (firsts === spec.n) mark(`all-first ${t}`);
-}
+const { firstSeen, submit } = firstMarks(spec);
 
 // One run: lost or duplicated judged by the joined text against `expect` token by token (the
 // events carry no sequence number).
@@ -89,8 +80,7 @@ async function streams() {
     mark("connected");
     await new Promise((resolve) => setTimeout(resolve, spec.start_delay_ms ?? 1500));
     await Promise.all(Array.from({ length: spec.n }, async () => (await fetch(`${spec.url}/ok`)).text()));
-    mark("submit");
-    submitted = now();
+    submit();
   }
   const rounds = [];
   for (let round = 0; round < (spec.rounds ?? 1); round++) {
