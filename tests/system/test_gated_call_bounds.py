@@ -14,32 +14,20 @@ the requester's REST routes on the stack's agent:
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import psycopg
 import pytest
 
-from agentchat.agent.audit.trail import AuditTrail
-from agentchat.agent.chat import Caller, GatedCalls, Pending, Refused
-from agentchat.agent.chat.gated_cards import STATE_INFO, StateSeal
+from agentchat.agent.chat import GatedCalls, Pending, Refused
 from agentchat.agent.chat.sweeper import CallRetention
-from agentchat.agent.gate.checks import Gate
-from agentchat.agent.gate.execution import Execution
-from agentchat.agent.gate.policy_client import PolicyClient
-from agentchat.agent.gate.service_token import ServiceTokenProvider
-from agentchat.agent.gate.tool_runtime import ToolRuntime
-from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage.sealing import TokenSeal
-from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool
 from agentchat.errors import ErrorCode
 from agentchat.identity import Principal
-from agentchat.settings import PACKAGE_DATA
-from testkit.stack import CLIENT_SECRET, Stack, stack_on_own_database
+from testkit.gated import caller, gated_stack, make_door
+from testkit.stack import Stack
 
-PUBLIC = "https://ss.example.com"
 KEY = "gated-bounds-test-key-0123456789abcdef"
 CAP = 2
 STAGE = {"dashboard_id": 42, "env_id": "ss-stage"}  # a card the catalog needs: on the page
@@ -49,32 +37,8 @@ PROD = {"dashboard_id": 42, "env_id": "prod"}  # four eyes: an approval
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
           migrated_template: str) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("bounds")
-    policy = tmp / "policy"
-    shutil.copytree(PACKAGE_DATA / "policy", policy)  # with approvals.yaml: prod is 4 eyes
-    with stack_on_own_database(pg_server, migrated_template, tmp,
-                               policy_env={"AGENTCHAT_POLICY_DIR": str(policy)},
-                               AGENTCHAT_AGENT_PUBLIC_URL=PUBLIC,
-                               AGENTCHAT_AGENT_RESUME_KEY=KEY) as s:
+    with gated_stack(pg_server, migrated_template, tmp_path_factory.mktemp("bounds"), KEY) as s:
         yield s
-
-
-def make_door(stack: Stack, pool: object, http: httpx.AsyncClient, *, ttl_s: float = 300.0,
-              tools_cache_s: float = 2.0) -> GatedCalls:
-    assert stack.sandbox is not None and stack.policy is not None
-    settings = AgentSettings(data_dir=stack.data_dir, mode="dev",
-                             sstools_url=stack.sandbox.url, policy_url=stack.policy.url,
-                             service_token_url=stack.sandbox.url + "/api/auth/service-token",
-                             service_client_secret=CLIENT_SECRET)
-    catalogs = CatalogSource(settings.catalog_path)
-    tokens = ServiceTokenProvider(settings, http)
-    return GatedCalls(
-        pool=pool,  # type: ignore[arg-type]
-        gate=Gate(PolicyClient(url=stack.policy.url, timeout_s=5.0, tokens=tokens, http=http)),
-        execution=Execution(ToolRuntime(base_url=stack.sandbox.url, tokens=tokens, http=http)),
-        catalogs=catalogs, audit=AuditTrail(db=pool, catalogs=catalogs),  # type: ignore[arg-type]
-        states=StateSeal(TokenSeal.of(KEY, info=STATE_INFO)), public_url=PUBLIC,
-        confirmation_ttl_s=ttl_s, pending_cap=CAP, tools_cache_s=tools_cache_s)
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +46,10 @@ async def doors(stack: Stack) -> AsyncIterator[dict[str, GatedCalls]]:
     pool = create_pool(stack.database_url, max_size=6)
     await pool.open(wait=True)
     async with httpx.AsyncClient() as http:
-        yield {"long": make_door(stack, pool, http),
-               "short": make_door(stack, pool, http, ttl_s=1.5, tools_cache_s=0.5)}
+        yield {"long": make_door(stack, pool, http, KEY, pending_cap=CAP, tools_cache_s=2.0),
+               "short": make_door(stack, pool, http, KEY, pending_cap=CAP,
+                                  confirmation_ttl_s=1.5, tools_cache_s=0.5)}
     await pool.close()
-
-
-def caller(stack: Stack, user: str, roles: list[str]) -> Caller:
-    return Caller(sub=user, user_jwt=stack.token(user, roles), azp="claude-code",
-                  client_name="claude-code", client_version="2.1.0", lang="en")
 
 
 def pending_ids(stack: Stack, user: str) -> list[str]:
@@ -204,7 +164,7 @@ async def test_a_tool_list_is_kept_seconds(stack: Stack) -> None:
     pool = create_pool(stack.database_url, max_size=2)
     await pool.open(wait=True)
     async with httpx.AsyncClient(event_hooks={"request": [seen]}) as http:
-        door = make_door(stack, pool, http, tools_cache_s=0.5)
+        door = make_door(stack, pool, http, KEY, pending_cap=CAP, tools_cache_s=0.5)
         envs = len(door.catalogs.current().environments) + 1  # each, and none
         vera = caller(stack, "vera", ["viewer"])
         first = await door.tools_for(vera)

@@ -20,7 +20,6 @@ routes (`/api/agent/calls`) and the approvals inbox on the stack's agent, over H
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -28,73 +27,36 @@ from typing import Any
 import httpx
 import pytest
 
-from agentchat.agent.audit.trail import AuditTrail
 from agentchat.agent.chat import (
     AskInline,
-    Caller,
     Denied,
     Done,
     GatedCalls,
     Pending,
     Refused,
 )
-from agentchat.agent.chat.gated_cards import STATE_INFO, StateSeal
-from agentchat.agent.gate.checks import Gate
-from agentchat.agent.gate.execution import Execution
-from agentchat.agent.gate.policy_client import PolicyClient
-from agentchat.agent.gate.service_token import ServiceTokenProvider
-from agentchat.agent.gate.tool_runtime import ToolRuntime
-from agentchat.agent.settings import AgentSettings
-from agentchat.agent.storage.sealing import TokenSeal
-from agentchat.catalog_source import CatalogSource
 from agentchat.db import create_pool
 from agentchat.errors import ErrorCode
-from agentchat.settings import PACKAGE_DATA
-from testkit.stack import CLIENT_SECRET, Stack, stack_on_own_database
+from testkit.gated import PUBLIC, caller, gated_stack, make_door
+from testkit.stack import Stack
 
-PUBLIC = "https://ss.example.com"
 KEY = "gated-calls-test-key-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
           migrated_template: str) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("gated")
-    policy = tmp / "policy"
-    shutil.copytree(PACKAGE_DATA / "policy", policy)  # with approvals.yaml: prod is 4 eyes
-    with stack_on_own_database(pg_server, migrated_template, tmp,
-                               policy_env={"AGENTCHAT_POLICY_DIR": str(policy)},
-                               AGENTCHAT_AGENT_PUBLIC_URL=PUBLIC,
-                               AGENTCHAT_AGENT_RESUME_KEY=KEY) as s:
+    with gated_stack(pg_server, migrated_template, tmp_path_factory.mktemp("gated"), KEY) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 async def door(stack: Stack) -> AsyncIterator[GatedCalls]:
-    assert stack.sandbox is not None and stack.policy is not None
-    settings = AgentSettings(data_dir=stack.data_dir, mode="dev",
-                             sstools_url=stack.sandbox.url, policy_url=stack.policy.url,
-                             service_token_url=stack.sandbox.url + "/api/auth/service-token",
-                             service_client_secret=CLIENT_SECRET)
     pool = create_pool(stack.database_url, max_size=4)
     await pool.open(wait=True)
-    catalogs = CatalogSource(settings.catalog_path)
     async with httpx.AsyncClient() as http:
-        tokens = ServiceTokenProvider(settings, http)
-        yield GatedCalls(
-            pool=pool, gate=Gate(PolicyClient(url=stack.policy.url, timeout_s=5.0,
-                                             tokens=tokens, http=http)),
-            execution=Execution(ToolRuntime(base_url=stack.sandbox.url, tokens=tokens,
-                                            http=http)),
-            catalogs=catalogs, audit=AuditTrail(db=pool, catalogs=catalogs),
-            states=StateSeal(TokenSeal.of(KEY, info=STATE_INFO)), public_url=PUBLIC,
-            confirmation_ttl_s=300.0)
+        yield make_door(stack, pool, http, KEY)
     await pool.close()
-
-
-def caller(stack: Stack, user: str, roles: list[str]) -> Caller:
-    return Caller(sub=user, user_jwt=stack.token(user, roles), azp="claude-code",
-                  client_name="claude-code", client_version="2.1.0", lang="en")
 
 
 def rest(stack: Stack, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
