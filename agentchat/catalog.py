@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentchat import catalog_upstreams as ups
 from agentchat.errors import CatalogError
 from agentchat.patterns import check_schema
 from agentchat.words import Lang, clean_text, object_label, safe_name
@@ -89,8 +90,11 @@ class Tool(BaseModel):
     keywords: Keywords
     examples: Examples = Examples()
     args: dict[str, Any]
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-    path: str = Field(pattern=r"^/api/")
+    # Where it runs: an ss-tools request (`method` and `path`), or another team's MCP server's
+    # tool (`upstream`, agentchat/catalog_upstreams.py), never both.
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] | None = None
+    path: str | None = Field(default=None, pattern=r"^/api/")
+    upstream: ups.UpstreamTool | None = None
     environment: EnvironmentArgs | None = None
     risk: Risk
     # Environments where a `write` needs a card; `destructive` always needs one.
@@ -116,7 +120,12 @@ class Tool(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Tool:
         props = self.args.get("properties", {})
-        for placeholder in _path_params(self.path):
+        http = (self.method, self.path) != (None, None)
+        if http == (self.upstream is not None) or (http and None in (self.method, self.path)):
+            raise ValueError("a tool has either method and path (ss-tools) or upstream")
+        if self.upstream is None and ups.SEPARATOR in self.name:
+            raise ValueError(f"{ups.SEPARATOR!r} in a name is for upstream tools (server__tool)")
+        for placeholder in self.path_params():
             if placeholder not in props:
                 raise ValueError(f"path parameter {{{placeholder}}} is not an argument")
         if self.environment is not None:
@@ -127,7 +136,7 @@ class Tool(BaseModel):
             raise ValueError("confirm_in only applies to write tools")
         if self.risk != "read" and self.environment is None:
             raise ValueError(f"a {self.risk} tool must declare its environment argument")
-        for placeholder in _path_params(self.path):
+        for placeholder in self.path_params():
             if not _tight(props[placeholder]):
                 raise ValueError(f"path parameter {{{placeholder}}} needs a typed schema: "
                                  "an integer, or a string with a pattern")
@@ -191,7 +200,7 @@ class Tool(BaseModel):
         return False
 
     def path_params(self) -> list[str]:
-        return _path_params(self.path)
+        return _path_params(self.path or "")
 
     def environment_arguments(self) -> list[str]:
         """The arguments that name environments (target first)."""
@@ -263,6 +272,8 @@ class Catalog(BaseModel):
 
     version: int = 1
     environments: list[str] = Field(min_length=1)
+    # Other teams' MCP servers by name (agentchat/catalog_upstreams.py).
+    upstreams: dict[Annotated[str, Field(pattern=ups.SERVER_NAME)], ups.Upstream] = {}
     tools: list[Tool] = Field(min_length=1)
     # The file's revision (`catalog_revision`), set by `parse_catalog`; empty when built in code.
     _revision: str = PrivateAttr(default="")
@@ -278,6 +289,12 @@ class Catalog(BaseModel):
         if dupes:
             raise ValueError(f"duplicate tool names: {sorted(dupes)}")
         for t in self.tools:
+            if t.upstream is not None:
+                try:
+                    ups.check_upstream_tool(t.name, t.upstream, self.upstreams, self.environments,
+                                        t.environment_arguments())
+                except ValueError as e:
+                    raise ValueError(f"tool {t.name!r}: {e}") from None
             for alt in t.alternatives:
                 if alt.action not in names:
                     raise ValueError(

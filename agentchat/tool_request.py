@@ -101,6 +101,8 @@ def _segment(name: str, value: Any) -> str:
 def build_request(tool: Tool, arguments: Any) -> ToolRequest:
     """The ss-tools request for a call; validates first, so nothing unvalidated is sent."""
     args = validate_arguments(tool, arguments)
+    if tool.method is None or tool.path is None:
+        raise InvalidArguments(f"{tool.name} is not an ss-tools tool")  # an upstream's
     path, rest = tool.path, dict(args)
     for name in tool.path_params():
         path = path.replace("{" + name + "}", _segment(name, rest.pop(name)))

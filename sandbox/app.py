@@ -130,6 +130,8 @@ def create_app(settings: SandboxSettings | None = None) -> FastAPI:
         install_exchange(app, settings, sandbox.tokens)
 
     for tool in catalog.tools:
+        if tool.path is None or tool.method is None:
+            continue  # another team's MCP server runs it, not ss-tools
         app.add_api_route(tool.path, gateway.endpoint(tool), methods=[tool.method],
                           name=tool.name, summary=tool.description.en, tags=["tools"])
     return app

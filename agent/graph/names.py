@@ -35,7 +35,7 @@ def kind_of_tool(catalog: Catalog | None, tool: str | None,
     t = catalog.get(tool) if catalog is not None and tool else None
     if t is None:
         return (kinds or {}).get(tool or "")
-    return _PATH_KINDS.get(t.path.removeprefix("/api/").split("/", 1)[0])
+    return _PATH_KINDS.get((t.path or "").removeprefix("/api/").split("/", 1)[0])
 
 
 def _name_in(obj: Mapping[str, Any], kind: str, lang: Lang) -> str | None:
