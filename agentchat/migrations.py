@@ -541,4 +541,24 @@ MIGRATIONS: list[str | Online] = [
         "CREATE TRIGGER approvals_follow_gated_call AFTER DELETE ON gated_calls"
         " FOR EACH ROW EXECUTE FUNCTION approvals_follow_gated_call()",
     )),
+    # 17: upstream MCP tools quarantined (agent/gate/upstream_pins.py): a catalog tool whose
+    # server no longer serves the definition its pin names (changed or gone), keyed by
+    # server, tool and the pin it fails; what was served instead (its digest and pinned
+    # fields, NULL when the tool is gone), first and last seen. Every replica's call path
+    # reads it by primary key right before a call is sent, so one replica's finding stops
+    # the tool on all of them. A row is deleted when the definition matches its pin again; a
+    # catalog with a new pin names another key. A new table nobody writes yet: one short
+    # transaction.
+    """
+    CREATE TABLE IF NOT EXISTS upstream_quarantine (
+        server           text NOT NULL,           -- the catalog's upstream name
+        tool             text NOT NULL,           -- the tool's name on that server
+        pin              text NOT NULL,           -- the catalog's pin it no longer matches
+        observed         text,                    -- the served definition's pin; NULL: gone
+        definition       jsonb,                   -- the served definition's pinned fields
+        first_seen       timestamptz NOT NULL DEFAULT now(),
+        last_seen        timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (server, tool, pin)
+    );
+    """,
 ]
