@@ -5,8 +5,9 @@ The server is the official SDK's low-level `Server` behind its Streamable HTTP s
 manager at `/mcp`: stateful with SSE answers by default (the shape of fastmcp's `http`
 transport, which `superset mcp run` serves), `--stateless` and `--json` for the other shape;
 either way it speaks both eras (`initialize` with the handshake revisions; 2026-07-28 by its
-header). Tools shaped like Superset's: `list_dashboards`, `get_dashboard_info` (reads) and
-`update_dashboard` (a write). Control routes, outside MCP, for the tests:
+header), or with `--handshake-only` only the first, as Superset 6.1 does. Tools shaped like
+Superset's: `list_dashboards`, `get_dashboard_info` (reads) and `update_dashboard` (a
+write). Control routes, outside MCP, for the tests:
 
     GET  /control/tools               the definitions tools/list answers now
     POST /control/tool {name, …}      change a definition's fields (a rug pull) or add a tool
@@ -19,7 +20,8 @@ header). Tools shaped like Superset's: `list_dashboards`, `get_dashboard_info` (
                                       method, the Authorization kind, the token's sha256
                                       prefix, the user claim) and every tool call run
     POST /control/reset               journal, behaviours, data and auth as at start
-Run: `python tests/testkit/upstream_server.py PORT [--name superset] [--stateless] [--json]`.
+Run: `python tests/testkit/upstream_server.py PORT [--name superset] [--stateless] [--json]
+[--handshake-only]`.
 `start_upstream()` runs it as a process and hands back an `UpstreamServer`.
 """
 
@@ -154,13 +156,13 @@ def _result(tool: str, args: dict[str, Any]) -> types.CallToolResult:
                                 structured_content=data)
 
 
-def build_app(stateless: bool, json_response: bool) -> Any:
+def build_app(stateless: bool, json_response: bool, handshake_only: bool = False) -> Any:
     from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
-    from starlette.routing import Mount, Route
+    from starlette.routing import Route
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[types.Tool.model_validate(t)
@@ -207,6 +209,14 @@ def build_app(stateless: bool, json_response: bool) -> Any:
             STATE.http["count"] -= 1
             entry["status"] = STATE.http["status"]
             await Response("failing on purpose", STATE.http["status"])(scope, receive, send)
+            return
+        modern = headers.get("mcp-protocol-version", "").startswith("2026")
+        if handshake_only and (method == "server/discover" or modern):
+            # As a server of the handshake era answers (fastmcp's, Superset 6.1's): no session.
+            entry["status"] = 400
+            await JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "Bad Request: Missing session ID"}}, 400)(
+                    scope, receive, send)
             return
         why = _refusal(header)
         if why is not None:
@@ -268,7 +278,7 @@ def build_app(stateless: bool, json_response: bool) -> Any:
             yield
 
     return Starlette(lifespan=lifespan, routes=[
-        Mount("/mcp", app=mcp_app),
+        Route("/mcp", _Asgi(mcp_app), methods=["GET", "POST", "DELETE"]),
         Route("/control/tools", control_tools),
         Route("/control/tool", control_tool, methods=["POST"]),
         Route("/control/behave", control_behave, methods=["POST"]),
@@ -278,6 +288,17 @@ def build_app(stateless: bool, json_response: bool) -> Any:
         Route("/control/reset", control_reset, methods=["POST"]),
         Route("/livez", livez),
     ])
+
+
+class _Asgi:
+    """An ASGI app as a Route's endpoint (a plain function would be taken for a request
+    handler): `/mcp` itself, no redirect to `/mcp/`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 # -- the testkit's handle ------------------------------------------------------------------
@@ -348,13 +369,16 @@ async def listed_tools(url: str, headers: dict[str, str] | None = None) -> list[
 
 
 def start_upstream(name: str = "superset", *, stateless: bool = False,
-                   json_response: bool = False, log: Path | None = None) -> UpstreamServer:
+                   json_response: bool = False, handshake_only: bool = False,
+                   log: Path | None = None) -> UpstreamServer:
+    """`handshake_only`: refuse the 2026-07-28 era as Superset 6.1's server does."""
     from testkit.support import Service, free_port
 
     port = free_port()
     args = [str(port), "--name", name]
     args += ["--stateless"] if stateless else []
     args += ["--json"] if json_response else []
+    args += ["--handshake-only"] if handshake_only else []
     service = Service(args, env={}, port=port, log=log,
                       exe=[sys.executable, str(Path(__file__).resolve())]).start()
     return UpstreamServer(service=service, name=name)
@@ -368,10 +392,11 @@ def main() -> None:
     parser.add_argument("--name", default="superset")
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--handshake-only", action="store_true")
     opts = parser.parse_args()
     STATE.name = opts.name
-    uvicorn.run(build_app(opts.stateless, opts.json), host="127.0.0.1", port=opts.port,
-                log_level="warning")
+    uvicorn.run(build_app(opts.stateless, opts.json, opts.handshake_only), host="127.0.0.1",
+                port=opts.port, log_level="warning")
 
 
 if __name__ == "__main__":
