@@ -81,6 +81,25 @@ TOOL_SECONDS = Histogram("agentchat_tool_call_seconds", "Duration of one tool ca
                          ["tool"], registry=REGISTRY, buckets=_FAST)
 
 
+# ---- other teams' MCP servers: pinned tools (agent/gate/upstream_pins.py) ----
+# Every replica reads the one quarantine table, so each exports the same value: alerts take
+# the max. `tool` is the catalog's name, so the labels are bounded by the catalog.
+UPSTREAM_QUARANTINED = Gauge("agentchat_upstream_tool_quarantined",
+                             "1 while a catalog upstream tool is quarantined: its server's "
+                             "definition no longer matches the pin (changed or gone)",
+                             ["server", "tool"], registry=REGISTRY)
+UPSTREAM_TOOLS = Gauge("agentchat_upstream_tools", "Catalog tools an upstream MCP server runs",
+                       ["server"], registry=REGISTRY)
+UPSTREAM_REFRESH_FAILURES = Counter("agentchat_upstream_refresh_failures_total",
+                                    "Reads of an upstream's tools/list (one environment's URL) "
+                                    "that failed: unreachable, an error, too slow",
+                                    ["server"], registry=REGISTRY)
+UPSTREAM_REFRESHED = Gauge("agentchat_upstream_refresh_timestamp_seconds",
+                           "When this replica last read every URL of an upstream's tools/list "
+                           "and compared its tools with their pins (absent: not since start)",
+                           ["server"], registry=REGISTRY)
+
+
 def token_file_expiry(path: Path) -> float:
     """`exp` of the JWT in `path` (no signature check: the sidecar verifies), 0 when the file is
     missing or holds no token with an `exp`: an alert on it then fires, as it should."""

@@ -13,6 +13,7 @@ held until a refresh finds it served again).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -28,8 +29,11 @@ ON CONFLICT (server, tool, pin) DO UPDATE
    SET observed = EXCLUDED.observed, definition = EXCLUDED.definition, last_seen = now()
 RETURNING (xmax = 0) AS added
 """
+# Only evidence older than the read that found the pin served again: a replica that saw the
+# change after that read began keeps its row.
 LIFT = """
-DELETE FROM upstream_quarantine WHERE server = %(server)s AND tool = %(tool)s AND pin = %(pin)s
+DELETE FROM upstream_quarantine
+ WHERE server = %(server)s AND tool = %(tool)s AND pin = %(pin)s AND last_seen < %(before)s
 RETURNING server
 """
 HELD = """
@@ -37,6 +41,7 @@ SELECT 1 AS held FROM upstream_quarantine
  WHERE server = %(server)s AND tool = %(tool)s AND pin = %(pin)s
 """
 ALL = "SELECT server, tool, pin FROM upstream_quarantine"
+NOW = "SELECT clock_timestamp() AS now"
 ROWS = """
 SELECT server, tool, pin, observed, definition, first_seen, last_seen FROM upstream_quarantine
  ORDER BY server, tool, first_seen
@@ -53,12 +58,14 @@ async def quarantine(db: Db, key: Key, observed: str | None,
     return bool(row and row["added"])
 
 
-async def lift(db: Db, keys: Iterable[Key]) -> list[Key]:
-    """The keys whose pin the server serves again: no longer held. Returns those that were."""
+async def lift(db: Db, keys: Iterable[Key], *, before: datetime) -> list[Key]:
+    """The keys whose pin the server served again in a read that began at `before` (the
+    database's clock): no longer held. Returns those that were."""
     lifted = []
     async with connection(db) as conn:
         for server, tool, pin in keys:
-            cur = await conn.execute(LIFT, {"server": server, "tool": tool, "pin": pin})
+            cur = await conn.execute(LIFT, {"server": server, "tool": tool, "pin": pin,
+                                            "before": before})
             if await cur.fetchone() is not None:
                 lifted.append((server, tool, pin))
     return lifted
@@ -76,3 +83,10 @@ async def held_keys(db: Db) -> frozenset[Key]:
 async def rows(db: Db) -> list[dict[str, Any]]:
     """Every row, evidence included (the CLI, tests)."""
     return await fetch_all(db, ROWS, {})
+
+
+async def db_now(db: Db) -> datetime:
+    """The database's clock (what `last_seen` is written by)."""
+    row = await fetch_one(db, NOW, {})
+    assert row is not None
+    return row["now"]  # type: ignore[no-any-return]
