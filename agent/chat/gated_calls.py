@@ -6,9 +6,9 @@ Interface (all the adapter needs):
 
     GatedCalls.tools_for(caller) -> list[Tool]
         The catalog tools the caller may call in at least one environment, as the sidecar
-        says (`/v1/permissions`, asked per environment with the caller's token; kept a few
-        seconds: agent/chat/gated_tools.py), in the catalog's order. A refused token:
-        UNAUTHORIZED; no sidecar: POLICY_UNAVAILABLE.
+        says (`/v1/permissions` per environment with the caller's token, kept a few seconds:
+        agent/chat/gated_tools.py), in the catalog's order, but an upstream tool in
+        quarantine. A refused token: UNAUTHORIZED; no sidecar: POLICY_UNAVAILABLE.
     GatedCalls.call(caller, name, arguments, *, can_elicit, request_state=None,
                     confirm=None) -> CallOutcome
         One `tools/call` (agent/chat/gated_outcomes.py has the outcomes):
@@ -134,7 +134,7 @@ class GatedCalls:
     async def tools_for(self, caller: Caller) -> list[Tool]:
         catalog = self.catalogs.current()
         names = await self.tool_lists.allowed(caller, catalog)
-        return [t for t in catalog.tools if t.name in names]
+        return [t for t in catalog.tools if t.name in names and self.gate.offered(t)]
 
     # -- a call -------------------------------------------------------------------------
 
@@ -159,7 +159,7 @@ class GatedCalls:
             return Refused(e.code, e.detail)
         await rows.append(rows.decision(call_id, name, args or arguments, d, MCP_CLIENT))
         if d.get("decision") == REFUSED or args is None:
-            return Refused(ErrorCode.INVALID_REQUEST, str(d.get("detail")))
+            return Refused.by_gate(d)
         if d.get("decision") == "deny":
             await rows.append(rows.not_run(call_id, name, args, "permission_denied", None))
             role, alternatives = denial(catalog, name, d, caller.lang)

@@ -4,7 +4,8 @@
 
     Done       the call ran: ss-tools' JSON answer
     Refused    not run, before anything was sent: a protocol code (docs/protocol.md §5), and for
-               a denial the role it needs and what the caller may do instead
+               a denial the role it needs and what the caller may do instead (an upstream
+               tool in quarantine: TOOL_FAILURE, reason `tool_definition_changed`)
     Failed     sent, and ss-tools failed it (an error, a timeout): TOOL_FAILURE
     AskInline  the card the untrusted context alone requires, for the client to ask its user
                (elicitation): the retry carries `request_state` and the answer
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentchat.agent.gate.upstream_pins import DEFINITION_CHANGED
 from agentchat.errors import ErrorCode
 from agentchat.words import Lang
 
@@ -62,10 +64,23 @@ class Refused:
     alternatives: list[dict[str, str]] | None = None
     retry_after: int | None = None  # RATE_LIMITED: seconds to wait
     call_id: str | None = None  # the stored call this is about, if any
+    # Why, where a code alone does not say: `tool_definition_changed` (TOOL_FAILURE).
+    reason: str | None = None
     kind: Literal["refused"] = "refused"
+
+    @classmethod
+    def by_gate(cls, d: dict[str, Any]) -> Refused:
+        """A call the gate refused before the sidecar (agent/gate/checks.py): an upstream
+        tool in quarantine is TOOL_FAILURE with its reason, as chat's `tool_error` says it;
+        anything else is its arguments, INVALID_REQUEST."""
+        if d.get("reason_code") == DEFINITION_CHANGED:
+            return cls(ErrorCode.TOOL_FAILURE, str(d.get("detail")), reason=DEFINITION_CHANGED)
+        return cls(ErrorCode.INVALID_REQUEST, str(d.get("detail")))
 
     def structured(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": str(self.code), "detail": self.detail}
+        if self.reason is not None:
+            out["reason"] = self.reason
         if self.alternatives is not None or self.required_role is not None:
             out["required_role"] = self.required_role
             out["alternatives"] = self.alternatives or []

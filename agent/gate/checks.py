@@ -1,10 +1,11 @@
 """The gate's checks of one call, the same for every caller (the graph's policy node, the
-MCP calls of agent/chat/gated_calls.py): the tool known and offered, its arguments valid
-against the catalog's schema (an environment argument among them: required where the tool
-takes one), then the sidecar with both tokens on exactly those arguments, then the agent's own
-card rule (a write in an untrusted context, or in a fork after a write, needs the requester's
-card whatever the policy says) and a time-boxed grant standing in for someone else's
-approval (docs/protocol.md §11).
+MCP calls of agent/chat/gated_calls.py): an upstream tool not in quarantine
+(agent/gate/upstream_pins.py), the tool known and offered, its arguments valid against the
+catalog's schema (an environment argument among them: required where the tool takes one),
+then the sidecar with both tokens on exactly those arguments, then the agent's own card rule
+(a write in an untrusted context, or in a fork after a write, needs the requester's card
+whatever the policy says) and a time-boxed grant standing in for someone else's approval
+(docs/protocol.md §11).
 
 The answer is the decision dict every caller reads: the sidecar's (docs/protocol.md §6) with
 our additions (`reason_code` of our own card, `untrusted_source`, `grant_id`), or a refusal
@@ -18,6 +19,7 @@ from typing import Any
 
 from agentchat.agent.gate.policy_client import PolicyClient
 from agentchat.agent.gate.tool_runtime import INVALID_ARGUMENTS
+from agentchat.agent.gate.upstream_pins import CHANGED_TEXT, DEFINITION_CHANGED, UpstreamPins
 from agentchat.catalog import Catalog, Tool
 from agentchat.digest import object_key
 from agentchat.tool_request import InvalidArguments, validate_arguments
@@ -40,8 +42,8 @@ SELF_ANSWER: dict[str, Any] = {"mode": "self", "approvers": [], "quorum": 0,
 GrantLookup = Callable[[str, str | None, str], Awaitable[str | None]]
 
 
-def refused_call(detail: str) -> dict[str, Any]:
-    return {"decision": REFUSED, "reason_code": INVALID_ARGUMENTS, "detail": detail}
+def refused_call(detail: str, reason: str = INVALID_ARGUMENTS) -> dict[str, Any]:
+    return {"decision": REFUSED, "reason_code": reason, "detail": detail}
 
 
 def own_card(tool: Tool, taint: str | None, forked_write: bool) -> str | None:
@@ -58,8 +60,13 @@ def own_card(tool: Tool, taint: str | None, forked_write: bool) -> str | None:
 class Gate:
     """The checks, over the sidecar's client (the execution is agent/gate/execution.py)."""
 
-    def __init__(self, policy: PolicyClient) -> None:
+    def __init__(self, policy: PolicyClient, pins: UpstreamPins | None = None) -> None:
         self.policy = policy
+        self.pins = pins
+
+    def offered(self, tool: Tool) -> bool:
+        """May the tool be offered at all: an upstream tool in quarantine is not."""
+        return self.pins is None or self.pins.offered(tool)
 
     async def check(self, name: str, arguments: Any, *, offered: Collection[str],
                     user_jwt: str, taint: str | None, catalog: Catalog,
@@ -78,6 +85,9 @@ class Gate:
                     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """`check`, and the validated arguments it judged (None when refused before)."""
         tool = catalog.get(name)
+        if tool is not None and self.pins is not None and not await self.pins.allows(tool):
+            # Before "not offered": the turn that chose its tools may predate the quarantine.
+            return refused_call(CHANGED_TEXT.removeprefix("not run: "), DEFINITION_CHANGED), None
         if tool is None or name not in offered:
             return refused_call(f"the tool {name!r} was not offered in this turn"), None
         try:

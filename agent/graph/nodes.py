@@ -130,7 +130,7 @@ class Nodes:
                     writer({"type": "tool_start", "tool": call["name"], "title": title,
                             "call_id": call_id, "input": call["args"]})
                     writer(refusal_event(call["name"], call_id, f"not run: {d['detail']}",
-                                         title))
+                                         title, d["reason_code"]))
         finally:
             await rows.append(trail)
         return {"decisions": decisions}

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentchat.agent.selection.context import resolve_dashboard_refs
 from agentchat.agent.selection.selector import get_tools_for_query, selector_for
 from agentchat.agent.settings import AgentSettings
-from agentchat.catalog import Catalog
+from agentchat.catalog import Catalog, Tool
 from agentchat.catalog_source import CatalogSource
 
 log = logging.getLogger("agentchat.agent.selection.selector")
@@ -35,9 +36,13 @@ class TurnToolChooser:
     tools offered to the model, through `get_tools_for_query`. Built once at start, when the
     selector for these settings is built and its tool vectors computed."""
 
-    def __init__(self, settings: AgentSettings, catalogs: CatalogSource) -> None:
+    def __init__(self, settings: AgentSettings, catalogs: CatalogSource,
+                 offered: Callable[[Tool], bool] | None = None) -> None:
         self.settings = settings
         self.catalogs = catalogs
+        # Whether a catalog tool may be offered at all (an upstream tool in quarantine may
+        # not: agent/gate/upstream_pins.py, wired in by agent/wiring.py).
+        self.offered = offered
         selector_for(settings=settings, catalog=catalogs.current())
 
     @property
@@ -52,8 +57,15 @@ class TurnToolChooser:
         selection = get_tools_for_query(text, bool(prefetch), uicontext,
                                         settings=self.settings, catalog=self.catalog)
         explain = {**selection.explain, "prefetch": [p["args"] for p in prefetch]}
-        log.debug("selected %s for %r: %s", selection.tools, text[:80], explain)
-        return TurnTools(tools=list(selection.tools), prefetch=prefetch, explain=explain)
+        tools = list(selection.tools)
+        if self.offered is not None:
+            catalog = self.catalog
+            withheld = [n for n in tools if (t := catalog.get(n)) and not self.offered(t)]
+            tools = [n for n in tools if n not in withheld]
+            if withheld:
+                explain["withheld"] = withheld
+        log.debug("selected %s for %r: %s", tools, text[:80], explain)
+        return TurnTools(tools=tools, prefetch=prefetch, explain=explain)
 
     def _prefetch_calls(self, text: str, uicontext: dict[str, Any] | None
                         ) -> list[dict[str, Any]]:
