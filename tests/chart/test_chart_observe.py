@@ -57,7 +57,8 @@ def test_rules_pass_promtool(tmp_path: Path) -> None:
         "AgentChatCardsExpiringUnanswered", "AgentChatTimeToFirstTokenHigh",
         "AgentChatTokenRenewalOverdue", "AgentChatKeyRotationOverdue",
         "AgentChatOperatorFailing", "AgentChatOperatorMetricsAbsent", "AgentChatPruningFailing",
-            "AgentChatRunTakeoversFailing"}
+            "AgentChatRunTakeoversFailing", "AgentChatUpstreamToolQuarantined",
+        "AgentChatUpstreamRefreshFailing"}
 
 
 def test_alerts_fire_on_trouble_and_not_on_health(tmp_path: Path) -> None:
