@@ -175,6 +175,14 @@ class AgentTuning(ServerTuning, SelectionTuning):
 
     # Tool output trimmed to what a card can show.
     max_tool_output_chars: int = 4000
+    # An upstream MCP tool's result (agent/gate/upstream_calls.py): at most this many bytes of
+    # its text and JSON (`result_too_large` beyond; the wire is cut at twice this, the JSON
+    # and its text copy, so a 10 MB answer is never read whole), then trimmed as above.
+    upstream_max_result_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # Other teams' MCP servers (agent/gate/upstream_pins.py): each one's tools/list is read
+    # this often (and at start, on a new catalog, on its list_changed), and a catalog tool
+    # whose definition no longer matches its pin is quarantined on every replica.
+    upstream_refresh_s: float = Field(default=180.0, gt=0)
 
     # How often each replica's sweeper applies the audit trail's retention.
     audit_prune_interval_s: float = Field(default=3600.0, gt=0)
@@ -277,6 +285,11 @@ class AgentSettings(SelectionSettings):
     mcp_enabled: bool = True
     mcp_audience: str | None = None
     mcp_token_exchange_url: str | None = None
+
+    # Other teams' MCP servers (the catalog's `upstreams`, agent/gate/upstream_auth.py): each
+    # one's credential is a file in `<upstream_secrets>/<server>/` (`token`, `client_secret`
+    # or `private_key.pem`, by its auth type), re-read when it changes; never the user's token.
+    upstream_secrets: Path = Path("/var/run/secrets/agentchat/upstreams")
 
     db_pool_max: int = 20
 

@@ -14,6 +14,13 @@ is here, once.
     tool_runtime.py   one catalog tool against the ss-tools API (docs/protocol.md §7), each
                       attempt fenced by the run's epoch (agent/storage/fencing.py)
     service_token.py  our service JWT, from the operator's file or the ss-tools endpoint
+    upstream_calls.py one call of another team's MCP tool (a catalog tool with `upstream`):
+                      pins asked, sent once, unknown outcome on a write's timeout, results
+                      text and JSON only, capped, untrusted
+    upstream_client.py  a session to an upstream MCP server: the catalog's URL, our
+                      credential, a byte cap, failures with a reason
+    upstream_auth.py  our credential for an upstream (bearer, client credentials, a signed
+                      JWT naming the caller), from the mounted Secret's files
 
 What it may import: agent/README.md, "Module map" (tests/core/import_rules.py): the audit
 trail, storage and the shared modules; never the graph, chat or an adapter.

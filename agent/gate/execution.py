@@ -65,8 +65,11 @@ class Execution:
                 **base, "outcome": "cancelled", "replayed": False, "attempts": None,
                 "duration_ms": None, "error": "the turn was stopped while the call ran"}))
             raise
+        # An upstream MCP tool's row names its server and the caller: the upstream runs every
+        # call as one account, the trail says who asked. `unknown`: a write that may have run.
+        upstream = {"upstream": outcome.upstream} if outcome.upstream else {}
         await rows.stage(call.call_id, call.tool, call.args, "execution", {
             **base, "outcome": outcome.status, "replayed": outcome.replayed,
             "attempts": outcome.attempts, "duration_ms": outcome.duration_ms,
-            "error": cut_text(outcome.error)})
+            "error": cut_text(outcome.error), **upstream})
         return outcome

@@ -7,7 +7,9 @@ failures (502, 503, 504, connection errors) retried after a 1 s backoff up to th
 Events go to `emit`, each with the tool's `title` in the turn's language (`tool` stays the
 machine name); the outcome becomes the model's ToolMessage. The request is built by
 `agentchat.tool_request.build_request` from the validated arguments only; a call it refuses
-sends nothing and ends with `tool_error {reason: "invalid_arguments"}`.
+sends nothing and ends with `tool_error {reason: "invalid_arguments"}`. A catalog tool that
+is another team's MCP tool (`upstream`) runs through `upstream` instead
+(agent/gate/upstream_calls.py), with the same events.
 
 Right before each attempt's request the run's epoch is read from PostgreSQL (never a cache;
 agent/storage/fencing.py): a run another replica took over meanwhile sends nothing more and
@@ -24,7 +26,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from opentelemetry import trace
@@ -33,7 +35,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from agentchat.agent.gate.service_token import ServiceTokenProvider
 from agentchat.agent.metrics import TOOL_CALLS, TOOL_SECONDS
 from agentchat.agent.storage.fencing import current
-from agentchat.catalog import Catalog
+from agentchat.catalog import Catalog, Tool
 from agentchat.errors import ErrorCode
 from agentchat.tool_request import InvalidArguments, build_request
 from agentchat.words import Lang, pick
@@ -57,8 +59,10 @@ def tool_title(catalog: Catalog, tool: str, lang: Lang) -> str:
 def refusal_event(tool: str, call_id: str, error: str, title: str,
                   reason: str = INVALID_ARGUMENTS) -> dict[str, Any]:
     """The one outcome of a call refused before anything was sent (docs/protocol.md §2): its
-    arguments (`invalid_arguments`), or the catalog changed after its check
-    (`catalog_changed`, retryable: asked again, it is judged under the new revision)."""
+    arguments (`invalid_arguments`), the catalog changed after its check (`catalog_changed`,
+    retryable: asked again, it is judged under the new revision), or an upstream tool's
+    definition drifted from its pin or its upstream has no URL here
+    (agent/gate/upstream_calls.py)."""
     return {"type": "tool_error", "tool": tool, "title": title, "call_id": call_id,
             "error": error, "code": str(ErrorCode.TOOL_FAILURE), "reason": reason,
             "retryable": reason == CATALOG_CHANGED, "retry_count": 0, "retry_exhausted": False,
@@ -74,6 +78,8 @@ class ToolOutcome:
     events: list[dict[str, Any]] = field(default_factory=list)
     replayed: bool = False  # ss-tools answered from its Idempotency-Key store
     duration_ms: int = 0    # the whole call, retries and backoff included
+    # An upstream MCP tool's call: its server, tool there and the caller (the audit's row).
+    upstream: dict[str, Any] | None = None
 
     def message_text(self) -> str:
         if self.status == "ok":
@@ -101,15 +107,23 @@ def trim(value: Any, limit: int) -> Any:
     return {"truncated": True, "preview": text[:limit]}
 
 
+class UpstreamRunner(Protocol):
+    """Runs a catalog tool that is another team's MCP tool (agent/gate/upstream_calls.py)."""
+
+    async def run(self, *, catalog: Catalog, tool: Tool, call_id: str, args: dict[str, Any],
+                  user_jwt: str, emit: Emit, title: str) -> ToolOutcome: ...
+
+
 class ToolRuntime:
     def __init__(self, *, base_url: str, tokens: ServiceTokenProvider,
                  http: httpx.AsyncClient, max_output_chars: int = 4000,
-                 backoff_s: float = 1.0) -> None:
+                 backoff_s: float = 1.0, upstream: UpstreamRunner | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.tokens = tokens
         self.http = http
         self.max_output_chars = max_output_chars
         self.backoff_s = backoff_s
+        self.upstream = upstream
 
     async def run(self, *, catalog: Catalog, tool_name: str, call_id: str, args: dict[str, Any],
                   user_jwt: str, idempotency_key: str | None, emit: Emit, lang: Lang = "ru",
@@ -142,6 +156,13 @@ class ToolRuntime:
         if tool is None:
             emit(refusal_event(tool_name, call_id, "not run: unknown tool", title))
             return ToolOutcome("refused", error="not run: unknown tool", attempts=0)
+        if tool.upstream is not None:
+            if self.upstream is None:
+                error = "not run: upstream MCP tools are not wired in this process"
+                emit(refusal_event(tool_name, call_id, error, title, "upstream_not_configured"))
+                return ToolOutcome("refused", error=error, attempts=0)
+            return await self.upstream.run(catalog=catalog, tool=tool, call_id=call_id,
+                                           args=args, user_jwt=user_jwt, emit=emit, title=title)
         try:
             request = build_request(tool, args)
         except InvalidArguments as e:
