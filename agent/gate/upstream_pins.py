@@ -172,6 +172,7 @@ class UpstreamPins:
 
     async def aclose(self) -> None:
         self._stop.set()
+        self._wake.set()  # the timer's wait ends now
         tasks = [*self._tasks, *self._watchers.values()]
         for task in self._watchers.values():
             task.cancel()

@@ -10,7 +10,9 @@ Superset's: `list_dashboards`, `get_dashboard_info` (reads) and `update_dashboar
 write). Control routes, outside MCP, for the tests:
 
     GET  /control/tools               the definitions tools/list answers now
-    POST /control/tool {name, …}      change a definition's fields (a rug pull) or add a tool
+    POST /control/tool {name, …}      change a definition's fields (a rug pull) or add a tool;
+                                      a 2026-07-28 `subscriptions/listen` stream hears
+                                      tools/list_changed
     POST /control/behave {tool, hang_s?, result_bytes?, result?}
                                       a tool that hangs, answers N bytes, or a canned result
     POST /control/http {status, count}   the next `count` MCP requests answered `status`
@@ -159,6 +161,7 @@ def _result(tool: str, args: dict[str, Any]) -> types.CallToolResult:
 def build_app(stateless: bool, json_response: bool, handshake_only: bool = False) -> Any:
     from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
@@ -184,8 +187,11 @@ def build_app(stateless: bool, json_response: bool, handshake_only: bool = False
         tool = STATE.tools.get(name)
         return tool["inputSchema"] if tool else None
 
+    # A 2026-07-28 client may listen for tools/list_changed: a changed definition sends one.
+    bus = InMemorySubscriptionBus()
     server: Server[Any] = Server(STATE.name, version="6.1.0", on_list_tools=list_tools,
-                                 on_call_tool=call_tool, get_tool_input_schema=input_schema)
+                                 on_call_tool=call_tool, get_tool_input_schema=input_schema,
+                                 on_subscriptions_listen=ListenHandler(bus))
     manager = StreamableHTTPSessionManager(app=server, stateless=stateless,
                                            json_response=json_response)
 
@@ -247,6 +253,7 @@ def build_app(stateless: bool, json_response: bool, handshake_only: bool = False
                 tool.pop(key, None)
             else:
                 tool[key] = value
+        await bus.publish(ToolsListChanged())
         return JSONResponse(tool)
 
     async def control_behave(request: Request) -> Response:
