@@ -1,19 +1,25 @@
 """The agent's sub-commands: `agentchat serve` runs the service; `agentchat audit` exports,
 verifies and prunes its audit trail; `agentchat mcp config` prints an MCP client's
-configuration."""
+configuration; `agentchat mcp pin | check` draft and check other teams' MCP servers' pinned
+tools (agent/gate/upstream_review.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentchat.settings import SharedSettings
+
+if TYPE_CHECKING:
+    from agentchat.agent.gate.upstream_served import Opener
+    from agentchat.catalog import Catalog
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -204,8 +210,73 @@ def _cmd_mcp_config(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.asynccontextmanager
+async def _upstreams(catalog_path: str | None) -> AsyncIterator[tuple[Catalog, Opener]]:
+    """The agent's catalog and its way to the upstreams: the same settings, credentials and
+    client as the agent (AGENTCHAT_CATALOG_PATH, AGENTCHAT_AGENT_UPSTREAM_SECRETS)."""
+    from agentchat.agent.gate.upstream_auth import UpstreamCredentials
+    from agentchat.agent.gate.upstream_client import UpstreamClients
+    from agentchat.agent.settings import AgentSettings
+    from agentchat.catalog import load_catalog
+    from agentchat.http_clients import async_client
+
+    settings = AgentSettings()
+    catalog = load_catalog(catalog_path or settings.catalog_path)
+    async with async_client() as http:
+        clients = UpstreamClients(UpstreamCredentials(folder=settings.upstream_secrets,
+                                                      http=http, dev=settings.is_dev),
+                                  max_result_bytes=settings.tuning.upstream_max_result_bytes)
+        try:
+            yield catalog, lambda server, env: clients.open(catalog, server, env)
+        finally:
+            await clients.aclose()
+
+
+def _run_upstreams(name: str, work: Callable[[Catalog, Opener], Awaitable[tuple[int, str]]],
+                   catalog_path: str | None) -> int:
+    """Run a pins command: its text on stdout (exit 0, 1), or why it could not on stderr."""
+    from agentchat.errors import CatalogError
+
+    async def run() -> tuple[int, str]:
+        async with _upstreams(catalog_path) as (catalog, opener):
+            return await work(catalog, opener)
+
+    try:
+        code, text = asyncio.run(run())
+    except CatalogError as e:
+        print(f"agentchat mcp {name}: {e.detail}", file=sys.stderr)
+        return 2
+    # A check's report goes to stdout whatever it found; a draft that could not be made
+    # says why on stderr.
+    print(text, end="", file=sys.stderr if code == 2 and name == "pin" else sys.stdout)
+    return code
+
+
+def _cmd_mcp_pin(args: argparse.Namespace) -> int:
+    """Draft catalog entries (YAML) for an upstream's tools, with their pins."""
+    from agentchat.agent.gate.upstream_review import pin_drafts
+
+    async def work(catalog: Catalog, opener: Opener) -> tuple[int, str]:
+        code, text = await pin_drafts(catalog, opener, args.server, args.env)
+        return code, text if code == 0 else f"agentchat mcp pin: {text}\n"
+
+    return _run_upstreams("pin", work, args.catalog)
+
+
+def _cmd_mcp_check(args: argparse.Namespace) -> int:
+    """Each drift as a unified diff; exit 0 none, 1 a drift, 2 an upstream unreadable."""
+    from agentchat.agent.gate.upstream_review import check_pins, check_text
+
+    async def work(catalog: Catalog, opener: Opener) -> tuple[int, str]:
+        report = await check_pins(catalog, opener)
+        return report.exit_code, check_text(catalog, report)
+
+    return _run_upstreams("check", work, args.catalog)
+
+
 def _mcp_parser(sub: Any) -> None:
-    mcp = sub.add_parser("mcp", help="the MCP endpoint: a client's configuration")
+    mcp = sub.add_parser("mcp", help="the MCP endpoint: a client's configuration; other "
+                         "teams' MCP servers: pins")
     verbs = mcp.add_subparsers(dest="verb", required=True)
     cfg = verbs.add_parser("config", help="print the mcpServers JSON for Claude Code, Cursor "
                            "or any MCP client: the endpoint and an Authorization header")
@@ -216,6 +287,17 @@ def _mcp_parser(sub: Any) -> None:
     cfg.add_argument("--lifetime", type=int, default=8 * 3600,
                      help="seconds until a dev token expires")
     cfg.set_defaults(func=_cmd_mcp_config)
+    pin = verbs.add_parser("pin", help="print draft catalog entries (YAML) for an upstream MCP "
+                           "server's tools, with their pins, for you to finish")
+    pin.add_argument("server", help="the upstream's name in the catalog's `upstreams`")
+    pin.add_argument("--env", help="read the server at this environment's URL (needed when "
+                     "it has several)")
+    pin.add_argument("--catalog", help="the catalog (default: AGENTCHAT_CATALOG_PATH's)")
+    pin.set_defaults(func=_cmd_mcp_pin)
+    chk = verbs.add_parser("check", help="compare what the upstreams serve with the catalog's "
+                           "pins: a diff per drift (exit 0 none, 1 a drift, 2 unreachable)")
+    chk.add_argument("--catalog", help="the catalog (default: AGENTCHAT_CATALOG_PATH's)")
+    chk.set_defaults(func=_cmd_mcp_check)
 
 
 def register(sub: Any) -> None:

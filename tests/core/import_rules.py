@@ -30,8 +30,9 @@ AGENT_SHARED = ("agent/settings.py", "agent/metrics.py", "agent/csp.py", "agentc
 
 UNITS: tuple[Unit, ...] = (
     Unit("agent/cli.py", "entry",
-         "`agentchat serve` and `agentchat audit` (export, verify, prune)",
-         ("agent/main.py", "agent/audit/", *AGENT_SHARED)),
+         "`agentchat serve`, `agentchat audit` (export, verify, prune) and `agentchat mcp` "
+         "(config; pin and check, the gate's upstream pins)",
+         ("agent/main.py", "agent/audit/", "agent/gate/", *AGENT_SHARED)),
     Unit("agent/main.py", "entry",
          "`create_app`: FastAPI, the REST router, the Gradio adapter and the MCP endpoint "
          "mounted, the error handlers (storage outages among them), the body limit",
