@@ -15,7 +15,7 @@ never another component (agent/README.md, "Module map", is the rule as a table).
     patterns.py        the catalog's regular expressions in linear time (RE2)
     digest.py          the digest of a call's arguments, one function for every component
     words.py           words for people: the turn's language, safe names, the server's texts
-    http_clients.py    outbound HTTP clients that keep no cookie
+    http_clients.py    outbound HTTP clients that keep no cookie; http_pool.py: their pool
     telemetry.py       OpenTelemetry, off unless OTEL_* is set
     heap.py            the garbage collector tuned for a replica, and the idle trim
     cli.py             the `agentchat` command: loads each component's cli.py by name

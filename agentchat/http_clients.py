@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from agentchat.http_pool import PooledTransport
+
 ClientT = TypeVar("ClientT")
 
 
@@ -41,8 +43,10 @@ def no_cookie_client(cls: Callable[..., ClientT], /, **kwargs: Any) -> ClientT:
     return cls(cookies=cookieless_jar(), **kwargs)
 
 
-def async_client(**kwargs: Any) -> httpx.AsyncClient:
-    return no_cookie_client(httpx.AsyncClient, **kwargs)
+def async_client(*, limits: httpx.Limits | None = None, **kwargs: Any) -> httpx.AsyncClient:
+    """An httpx client over httpcore2's connection pool (agentchat/http_pool.py): the same
+    client, exceptions and spans, a pool whose cost does not grow with its idle connections."""
+    return no_cookie_client(httpx.AsyncClient, transport=PooledTransport(limits), **kwargs)
 
 
 def sync_client(**kwargs: Any) -> httpx.Client:
