@@ -34,6 +34,10 @@ from agentchat.agent.gate.execution import Execution
 from agentchat.agent.gate.policy_client import PolicyClient
 from agentchat.agent.gate.service_token import ServiceTokenProvider
 from agentchat.agent.gate.tool_runtime import ToolRuntime
+from agentchat.agent.gate.upstream_auth import UpstreamCredentials
+from agentchat.agent.gate.upstream_calls import UpstreamCalls
+from agentchat.agent.gate.upstream_client import UpstreamClients
+from agentchat.agent.gate.upstream_pins import UpstreamPins
 from agentchat.agent.graph.builder import build_graph
 from agentchat.agent.graph.checkpoints import Checkpointer
 from agentchat.agent.graph.model import LlmStatusProbe, make_llm
@@ -70,6 +74,8 @@ class Services:
     gated_calls: GatedCalls  # calls from MCP clients through the gate (agent/mcp/)
     uploads: UploadBook  # who owns each upload, and the quotas (agent/chat/upload_book.py)
     notifications: Notifications | None = None  # their outbox's delivery
+    upstreams: UpstreamClients | None = None  # other teams' MCP servers (agent/gate/)
+    pins: UpstreamPins | None = None  # their tools' pins, watched (agent/gate/upstream_pins.py)
     sweeper: Sweeper | None = None
     takeover: Takeover | None = None
     drain_started: float | None = None
@@ -108,6 +114,10 @@ class Services:
         await self.hub.abandon()
         await self.hub.aclose()
         await self.listener.aclose()
+        if self.pins is not None:
+            await self.pins.aclose()
+        if self.upstreams is not None:
+            await self.upstreams.aclose()
         await self.http.aclose()
         await self.pool.close()
 
@@ -127,6 +137,14 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     http = async_client(limits=httpx.Limits(max_connections=200,
                                             max_keepalive_connections=50))
     tokens = ServiceTokenProvider(settings, http)
+    # Other teams' MCP servers, with our credential for each, never the user's token.
+    upstreams = UpstreamClients(
+        UpstreamCredentials(folder=settings.upstream_secrets, http=http, dev=settings.is_dev),
+        max_result_bytes=settings.tuning.upstream_max_result_bytes)
+    # Their tools run only while they serve the definitions the catalog pins.
+    pins = UpstreamPins(pool=pool, catalogs=catalogs,
+                        refresh_s=settings.tuning.upstream_refresh_s,
+                        opener=lambda server, env: upstreams.open(catalogs.current(), server, env))
     audit = AuditTrail(db=pool, catalogs=catalogs,
                        session_key=settings.audit_session_key) if settings.audit else None
     policy = PolicyClient(url=settings.policy_url, timeout_s=settings.tuning.policy_timeout_s,
@@ -134,10 +152,13 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     deps = GraphDeps(
         catalogs=catalogs,
         llm=make_llm(settings),
-        gate=Gate(policy),
-        execution=Execution(ToolRuntime(base_url=settings.sstools_url, tokens=tokens,
-                                        http=http,
-                                        max_output_chars=settings.tuning.max_tool_output_chars)),
+        gate=Gate(policy, pins),
+        execution=Execution(ToolRuntime(
+            base_url=settings.sstools_url, tokens=tokens, http=http,
+            max_output_chars=settings.tuning.max_tool_output_chars,
+            upstream=UpstreamCalls(upstreams, pins=pins,
+                                   max_result_bytes=settings.tuning.upstream_max_result_bytes,
+                                   max_output_chars=settings.tuning.max_tool_output_chars))),
         audit=audit,
         grants=functools.partial(grant_records.covering, pool),
     )
@@ -149,7 +170,7 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
                               max_size=settings.tuning.token_cache_size)
     hub = RunHub(settings=settings, pool=pool)
     listener = RunListener(settings)
-    selection = TurnToolChooser(settings, catalogs)
+    selection = TurnToolChooser(settings, catalogs, offered=pins.offered)
     starts = TurnStarts(settings=settings, pool=pool, runner=runner, tools=selection,
                         replica=hub.replica, uploads=uploads)
     chat = Chat(settings=settings, pool=pool, runner=runner, hub=hub, listener=listener,
@@ -173,6 +194,7 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     takeover = Takeover(settings=settings, pool=pool, hub=hub, starts=starts, audit=audit)
     takeover.start()
     catalogs.start()
+    pins.start()
     notifications = Notifications(settings, pool, http, audit)
     notifications.start()
     approvals = Approvals(pool=pool, chat=chat, policy=policy, catalogs=catalogs, audit=audit)
@@ -194,7 +216,7 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
                     rest_writes=PerMinute(settings.tuning.max_rest_writes_per_minute_per_user,
                                           "writes"),
                     approvals=approvals, gated_calls=gated_calls,
-                    notifications=notifications)
+                    notifications=notifications, upstreams=upstreams, pins=pins)
 
 
 class ServiceHolder:
