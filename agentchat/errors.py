@@ -18,6 +18,9 @@ against the classes, both ways):
         ├── EmbeddingsUnavailable  agent/selection/embeddings.py: the selector widens the tool set
         ├── ExchangeRefused        agent/mcp/exchange.py: the issuer refused an MCP token (401)
         ├── ExchangeUnavailable    agent/mcp/exchange.py: the issuer's token exchange is down (503)
+        ├── UpstreamFailure        agent/gate/upstream_client.py: an upstream MCP call failed
+        ├── ResultTooLarge         agent/gate/upstream_client.py: an upstream's answer over its cap
+        ├── UpstreamAuthError      agent/gate/upstream_auth.py: no usable credential for an upstream
         ├── Refused                policy/app.py: a sidecar request refused (code and status)
         ├── PolicyError            policy/rules.py: a policy folder that cannot become a snapshot
         ├── ApprovalRuleError      policy/approvals.py: approvals.yaml unreadable (ValueError too)

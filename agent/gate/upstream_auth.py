@@ -35,6 +35,7 @@ import httpx
 import jwt
 
 from agentchat.catalog_upstreams import UpstreamAuth
+from agentchat.errors import ErrorCode, LocalError
 
 NOT_CONFIGURED = "upstream_not_configured"
 UNAVAILABLE = "upstream_unavailable"
@@ -46,11 +47,14 @@ REFRESH_MARGIN_S = 30.0
 UNSTATED_LIFETIME_S = 60.0
 
 
-class UpstreamAuthError(Exception):
+class UpstreamAuthError(LocalError):
+    """No credential for an upstream, or its token endpoint refused or failed (`reason`)."""
+
+    CODE = ErrorCode.TOOL_FAILURE
+
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
         self.reason = reason
-        self.detail = detail
 
 
 class SecretFile:

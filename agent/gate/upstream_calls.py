@@ -28,9 +28,11 @@ import mcp_types as types
 
 from agentchat.agent.gate.tool_runtime import Emit, ToolOutcome, refusal_event, trim
 from agentchat.agent.gate.upstream_client import (
+    ERROR,
     NOT_CONFIGURED,
     TOO_LARGE,
     UNAVAILABLE,
+    ResultTooLarge,
     UpstreamClients,
     UpstreamFailure,
     UpstreamSession,
@@ -48,10 +50,6 @@ class Pins(Protocol):
     """What a call asks the pins (agent/gate/upstream_pins.py) right before it is sent."""
 
     async def allows(self, tool: Tool) -> bool: ...
-
-
-class ResultTooLarge(Exception):
-    pass
 
 
 def result_json(result: types.CallToolResult, max_bytes: int) -> Any:
@@ -152,7 +150,7 @@ class UpstreamCalls:
             except UpstreamFailure as e:
                 failure = e
             if failure is None and result is not None and result.is_error:
-                failure = UpstreamFailure("upstream_error", "the upstream answered an error: "
+                failure = UpstreamFailure(ERROR, "the upstream answered an error: "
                                           + error_text(result), outcome="answered")
             if failure is None and result is not None:
                 try:
@@ -183,10 +181,12 @@ class UpstreamCalls:
                       "call_id": call_id, "attempt": attempt, "max_attempts": max_attempts})
                 await anyio.sleep(self.backoff_s)
                 continue
+            # The reason leads the text: it is what the model reads of the failure.
+            error = f"{failure.reason}: {failure.detail}"
             emit({"type": "tool_error", "tool": tool.name, "title": title, "call_id": call_id,
-                  "error": failure.detail, "code": str(ErrorCode.TOOL_FAILURE),
+                  "error": error, "code": str(ErrorCode.TOOL_FAILURE),
                   "reason": failure.reason,
                   "retryable": failure.reason == UNAVAILABLE or (not write and unsure),
                   "retry_count": attempt, "retry_exhausted": attempt > 1, "timeout": False})
             return ToolOutcome("unknown" if write and unsure else "error",
-                               error=failure.detail, attempts=attempt, upstream=about)
+                               error=error, attempts=attempt, upstream=about)

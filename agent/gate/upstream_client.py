@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx2
 import mcp_types as types
-from mcp import Client
+from mcp import Client as McpClient  # an MCP client; its HTTP one is ours (cookie-free)
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
@@ -38,6 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from agentchat.agent.gate.upstream_auth import UpstreamAuthError, UpstreamCredentials
 from agentchat.catalog import Catalog
 from agentchat.catalog_upstreams import Upstream
+from agentchat.errors import ErrorCode, LocalError
 from agentchat.http_clients import no_cookie_client
 
 UNAVAILABLE = "upstream_unavailable"
@@ -53,21 +54,25 @@ LIST_PAGES = 100  # a paginator that never ends cannot hang a refresh
 CLIENT = types.Implementation(name="agentchat", version="0.1.0")
 
 
-class UpstreamFailure(Exception):
+class UpstreamFailure(LocalError):
     """`reason` as in the module's docstring, or `timeout`; `outcome`: `not_run` (the call
     never left, or was refused before it ran), `answered` (the server answered: an error, or
     an answer over the cap) or `unknown` (it left and no answer came: a write may have run)."""
 
+    CODE = ErrorCode.TOOL_FAILURE
+
     def __init__(self, reason: str, detail: str, *, outcome: str = "not_run") -> None:
         super().__init__(detail)
         self.reason = reason
-        self.detail = detail
         self.outcome = outcome
 
 
-class _TooLarge(httpx2.StreamError):
-    """Raised inside the SDK's read; a StreamError, which its JSON path turns into an error
-    reply rather than a crash (the meter's flag says what it was)."""
+class ResultTooLarge(LocalError, httpx2.StreamError):
+    """An upstream's answer over the cap: on the wire (raised inside the SDK's read, where a
+    StreamError becomes an error reply rather than a crash; the meter's flag says what it
+    was) or as JSON once read (agent/gate/upstream_calls.py)."""
+
+    CODE = ErrorCode.TOOL_FAILURE
 
 
 class Meter(httpx2.AsyncBaseTransport):
@@ -112,7 +117,7 @@ class _Capped(httpx2.AsyncByteStream):
             seen += len(chunk)
             if seen > self.meter.cap:
                 self.meter.exceeded = True
-                raise _TooLarge(f"the answer is over {self.meter.cap} bytes")
+                raise ResultTooLarge(f"the answer is over {self.meter.cap} bytes")
             yield chunk
 
     async def aclose(self) -> None:
@@ -142,7 +147,7 @@ def url_for(catalog: Catalog, server: str, env: str | None) -> tuple[Upstream, s
 
 
 class UpstreamSession:
-    def __init__(self, client: Client, meter: Meter) -> None:
+    def __init__(self, client: McpClient, meter: Meter) -> None:
         self.client = client
         self.meter = meter
 
@@ -200,7 +205,7 @@ class UpstreamClients:
         http = no_cookie_client(httpx2.AsyncClient, transport=meter, timeout=timeout,
                                 headers={**headers, "User-Agent": "agentchat"})
         mode = self._eras.get(url, "auto")
-        client = Client(streamable_http_client(url, http_client=http, max_sse_event_size=None),
+        client = McpClient(streamable_http_client(url, http_client=http, max_sse_event_size=None),
                         mode=mode, cache=None, client_info=CLIENT,
                         read_timeout_seconds=upstream.timeout_s)
         try:
