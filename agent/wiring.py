@@ -119,6 +119,7 @@ class Services:
         if self.upstreams is not None:
             await self.upstreams.aclose()
         await self.http.aclose()
+        await self.gated_calls.gate.policy.aclose()
         await self.pool.close()
 
 
@@ -147,8 +148,9 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
                         opener=lambda server, env: upstreams.open(catalogs.current(), server, env))
     audit = AuditTrail(db=pool, catalogs=catalogs,
                        session_key=settings.audit_session_key) if settings.audit else None
+    # The sidecar over its own kept connections, not `http` (agent/gate/policy_wire.py).
     policy = PolicyClient(url=settings.policy_url, timeout_s=settings.tuning.policy_timeout_s,
-                          tokens=tokens, http=http)
+                          tokens=tokens)
     deps = GraphDeps(
         catalogs=catalogs,
         llm=make_llm(settings),

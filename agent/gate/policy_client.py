@@ -2,20 +2,24 @@
 
 Each check is a span `agentchat.policy.check` (tool, environment, the arguments' digest, the
 decision, its `decision_id` and `policy_revision`; never a token or an argument's value) and
-counts in POLICY_DECISIONS / POLICY_LATENCY.
+counts in POLICY_DECISIONS / POLICY_LATENCY. It is the request's client span: its W3C
+`traceparent` goes with the request, so the sidecar's server span continues it. The requests
+go over the sidecar's own connections (policy_wire.py), not the shared httpx client.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
-import httpx
-from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+import orjson
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from agentchat.agent.audit.chain import args_digest
+from agentchat.agent.gate.policy_wire import PolicyWire, WireError
 from agentchat.agent.gate.service_token import ServiceTokenProvider
 from agentchat.agent.metrics import POLICY_DECISIONS, POLICY_LATENCY, SERVICE_TOKEN_REFUSED
 from agentchat.catalog import Tool
@@ -30,12 +34,14 @@ FAILED_OUTCOMES = {ErrorCode.POLICY_UNAVAILABLE: "unavailable", ErrorCode.UNAUTH
 
 
 class PolicyClient:
-    def __init__(self, *, url: str, timeout_s: float, tokens: ServiceTokenProvider,
-                 http: httpx.AsyncClient) -> None:
-        self.url = url.rstrip("/") + "/v1/check"
+    def __init__(self, *, url: str, timeout_s: float, tokens: ServiceTokenProvider) -> None:
+        self.wire = PolicyWire(url)
+        self.check_url = self.wire.url("/v1/check")
         self.timeout_s = timeout_s
         self.tokens = tokens
-        self.http = http
+
+    async def aclose(self) -> None:
+        await self.wire.aclose()
 
     async def check(self, *, user_jwt: str, tool: str, arguments: dict[str, Any],
                     environment: str | None, untrusted: bool = False,
@@ -47,10 +53,13 @@ class PolicyClient:
         answers only for `catalog_revision` (the catalog the arguments were validated with),
         else 409, which is POLICY_UNAVAILABLE here. The decision carries the revision.
         """
-        with TRACER.start_as_current_span("agentchat.policy.check", attributes={
-                "agentchat.tool": tool, "agentchat.environment": environment or "",
-                "agentchat.args_hash": args_digest(arguments),
-                "agentchat.untrusted": untrusted}) as span:
+        about: dict[str, str | bool] = {
+            "agentchat.tool": tool, "agentchat.environment": environment or "",
+            "agentchat.untrusted": untrusted, "http.url": self.check_url}
+        with TRACER.start_as_current_span("agentchat.policy.check", kind=SpanKind.CLIENT,
+                                          attributes=about) as span:
+            if span.is_recording():  # the digest is a canonical encoding: only when kept
+                span.set_attribute("agentchat.args_hash", args_digest(arguments))
             started = time.monotonic()
             try:
                 decision = await self._ask(user_jwt=user_jwt, tool=tool, arguments=arguments,
@@ -78,68 +87,64 @@ class PolicyClient:
             body["catalog_revision"] = catalog_revision
         if untrusted:
             body["context"] = {"untrusted": True}
-        for attempt in (1, 2):
-            token = await self.tokens.get()
-            try:
-                resp = await self.http.post(
-                    self.url, json=body, timeout=self.timeout_s,
-                    headers={"Authorization": f"Bearer {token}", "X-User-JWT": user_jwt})
-            except httpx.HTTPError:
-                raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
-                                     "the policy service did not answer in time") from None
-            if resp.status_code == 401:
-                if attempt == 1:
-                    self.tokens.invalidate()  # a rotation: re-read the token, try once more
-                    continue
-                # Our own token is refused (expired: no operator renewed it): an outage.
-                SERVICE_TOKEN_REFUSED.inc()
-                raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
-                                     "the policy service refused the service token")
-            if resp.status_code in (400, 413, 422):
-                raise AgentChatError(ErrorCode.INVALID_REQUEST,
-                                     "the tool call was refused as malformed")
-            if resp.status_code != 200:
-                break
-            try:
-                decision: dict[str, Any] = resp.json()
-                kind = decision["decision"]
-            except (ValueError, KeyError, TypeError):
-                break
-            if kind == "deny" and str(decision.get("reason_code", "")).startswith(
-                    "user_token_invalid"):
-                raise AgentChatError(ErrorCode.UNAUTHORIZED, "the user token was refused")
-            if kind not in OUTCOMES:
-                break
-            return decision
-        raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")
+        status, decision = await self._post("/v1/check", body, user_jwt)
+        if status == 401:
+            # Our own token is refused twice (expired: no operator renewed it): an outage.
+            SERVICE_TOKEN_REFUSED.inc()
+            raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
+                                 "the policy service refused the service token")
+        if status in (400, 413, 422):
+            raise AgentChatError(ErrorCode.INVALID_REQUEST,
+                                 "the tool call was refused as malformed")
+        kind = decision.get("decision") if isinstance(decision, dict) else None
+        if kind == "deny" and str(decision.get("reason_code", "")).startswith(
+                "user_token_invalid"):
+            raise AgentChatError(ErrorCode.UNAUTHORIZED, "the user token was refused")
+        if status != 200 or kind not in OUTCOMES:
+            raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
+                                 "the policy service is unavailable")
+        return cast(dict[str, Any], decision)
 
     async def permissions(self, *, user_jwt: str, environment: str | None) -> set[str]:
         """The tools this user may run in `environment` (None: without one), as the sidecar's
         `/v1/permissions` says (the trusted-context view: no context rules). A refused user
         token: UNAUTHORIZED; no answer: POLICY_UNAVAILABLE."""
         body = {"request_id": str(uuid.uuid4()), "environment": environment}
-        url = self.url.removesuffix("/check") + "/permissions"
+        status, answer = await self._post("/v1/permissions", body, user_jwt)
+        if status != 200 or not isinstance(answer, dict):
+            raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
+                                 "the policy service is unavailable")
+        if str(answer.get("reason_code", "")).startswith("user_token_invalid"):
+            raise AgentChatError(ErrorCode.UNAUTHORIZED, "the user token was refused")
+        return {str(t["tool"]) for t in answer.get("tools") or []
+                if isinstance(t, dict) and t.get("allow")}
+
+    async def _post(self, path: str, body: dict[str, Any], user_jwt: str
+                    ) -> tuple[int, Any]:
+        """One POST with both tokens and the current span's `traceparent`: (status, the
+        JSON answer of a 200, else None). Our service token refused (401: a rotation) is
+        re-read and the request sent once more; a second 401 is returned. No answer in
+        time, or none readable: POLICY_UNAVAILABLE."""
+        data = _encode(body)
         for attempt in (1, 2):
+            headers = {"Authorization": f"Bearer {await self.tokens.get()}",
+                       "X-User-JWT": user_jwt}
+            propagate.inject(headers)
             try:
-                resp = await self.http.post(url, json=body, timeout=self.timeout_s, headers={
-                    "Authorization": f"Bearer {await self.tokens.get()}",
-                    "X-User-JWT": user_jwt})
-            except httpx.HTTPError:
-                break
-            if resp.status_code == 401 and attempt == 1:
-                self.tokens.invalidate()
+                status, raw = await self.wire.post(path, data, headers, self.timeout_s)
+            except WireError:
+                raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE,
+                                     "the policy service did not answer in time") from None
+            if status == 401 and attempt == 1:
+                self.tokens.invalidate()  # a rotation: re-read the token, try once more
                 continue
+            if status != 200:
+                return status, None
             try:
-                answer = resp.json() if resp.status_code == 200 else None
-            except ValueError:
-                answer = None
-            if not isinstance(answer, dict):
-                break
-            if str(answer.get("reason_code", "")).startswith("user_token_invalid"):
-                raise AgentChatError(ErrorCode.UNAUTHORIZED, "the user token was refused")
-            return {str(t["tool"]) for t in answer.get("tools") or []
-                    if isinstance(t, dict) and t.get("allow")}
-        raise AgentChatError(ErrorCode.POLICY_UNAVAILABLE, "the policy service is unavailable")
+                return status, orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                return status, None
+        return 401, None
 
     async def check_call(self, *, user_jwt: str, tool: Tool, arguments: dict[str, Any],
                          untrusted: bool, catalog_revision: str) -> dict[str, Any]:
@@ -148,6 +153,13 @@ class PolicyClient:
         return await self.check(user_jwt=user_jwt, tool=tool.name, arguments=arguments,
                                 environment=tool.environments_of(arguments)[0],
                                 untrusted=untrusted, catalog_revision=catalog_revision)
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer over 64 bits, which JSON itself allows
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _describe(span: Span, decision: dict[str, Any]) -> None:

@@ -85,9 +85,10 @@ def test_one_turn_is_one_trace_across_agent_and_sidecar(turn_trace: list[dict[st
     assert len(checks) >= 2, [s["name"] for s in turn_trace if s["service"] != "agentchat-agent"]
     for server in checks:
         parent = by_id[server["parent_id"]]
-        # The sidecar continued the agent's httpx client span (W3C traceparent).
+        # The sidecar continued the agent's check, the request's client span (W3C
+        # traceparent; agent/gate/policy_wire.py sends it, not httpx).
         assert parent["service"] == "agentchat-agent" and parent["kind"] == CLIENT, parent
-        assert parent["scope"] == "opentelemetry.instrumentation.httpx"
+        assert parent["name"] == "agentchat.policy.check"
         assert str(parent["attributes"].get("http.url", "")).endswith("/v1/check")
 
     # Each check's server span carries its decision (FastAPI's span: one per decision).

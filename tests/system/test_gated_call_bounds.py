@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import psycopg
@@ -156,15 +157,19 @@ async def test_old_finished_calls_go_with_their_approvals(stack: Stack,
 
 async def test_a_tool_list_is_kept_seconds(stack: Stack) -> None:
     asked: list[str] = []  # the sidecar's /v1/permissions requests, as the door sends them
-
-    async def seen(request: httpx.Request) -> None:
-        if request.url.path.endswith("/permissions"):
-            asked.append(request.url.path)
-
     pool = create_pool(stack.database_url, max_size=2)
     await pool.open(wait=True)
-    async with httpx.AsyncClient(event_hooks={"request": [seen]}) as http:
+    async with httpx.AsyncClient() as http:
         door = make_door(stack, pool, http, KEY, pending_cap=CAP, tools_cache_s=0.5)
+        wire = door.gate.policy.wire
+        send = wire.post
+
+        async def seen(path: str, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+            if path.endswith("/permissions"):
+                asked.append(path)
+            return await send(path, *args, **kwargs)
+
+        wire.post = seen  # type: ignore[method-assign]
         envs = len(door.catalogs.current().environments) + 1  # each, and none
         vera = caller(stack, "vera", ["viewer"])
         first = await door.tools_for(vera)

@@ -55,7 +55,7 @@ def make_door(stack: Stack, pool: Any, http: httpx.AsyncClient, key: str,
     tokens = ServiceTokenProvider(settings, http)
     return GatedCalls(
         pool=pool,
-        gate=Gate(PolicyClient(url=stack.policy.url, timeout_s=5.0, tokens=tokens, http=http)),
+        gate=Gate(PolicyClient(url=stack.policy.url, timeout_s=5.0, tokens=tokens)),
         execution=Execution(ToolRuntime(base_url=stack.sandbox.url, tokens=tokens, http=http)),
         catalogs=catalogs, audit=AuditTrail(db=pool, catalogs=catalogs),
         states=StateSeal(TokenSeal.of(key, info=STATE_INFO)), public_url=PUBLIC,
