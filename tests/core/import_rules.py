@@ -71,8 +71,9 @@ UNITS: tuple[Unit, ...] = (
          ("agent/gate/", "agent/audit/", "agent/storage/", *AGENT_SHARED)),
     Unit("agent/gate/", "below",
          "the gate every call goes through, whoever asks: the checks (schema, the sidecar, "
-         "our own card rules, grants), the execution (the tool runtime, fenced; the policy "
-         "client; the service token), the audit rows with their channel",
+         "our own card rules, grants), the execution (the tool runtime, fenced; other teams' "
+         "MCP tools: their calls, sessions and our credentials for them; the policy client; "
+         "the service token), the audit rows with their channel",
          ("agent/audit/", "agent/storage/", *AGENT_SHARED)),
     Unit("agent/audit/", "below",
          "the audit trail of risky calls: rows hash-chained at insert, the joined records, "
