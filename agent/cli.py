@@ -48,6 +48,8 @@ def _serve(args: argparse.Namespace) -> int:
     # httpx logs every outbound request at INFO with its URL (a search's words in the query):
     # ~4 % of the agent's CPU per MCP call (bench/mcp_gateway.py), and people's text in logs.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # The MCP SDK's fork of it, the same for every request to an upstream MCP server (~5 a call).
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     try:
         app = create_app(settings)
     except MountPathClash as e:
