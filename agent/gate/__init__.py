@@ -5,8 +5,9 @@ fenced) with one audit record. How a card is asked stays with each caller (the g
 `interrupt()`, an MCP call's elicitation or stored call); what is checked and how a call runs
 is here, once.
 
-    checks.py         Gate: the tool offered, its schema, the sidecar, our own card rules
-                      (untrusted context, a fork after a write), a grant for an approval
+    checks.py         Gate: an upstream tool not quarantined, the tool offered, its schema,
+                      the sidecar, our own card rules (untrusted context, a fork after a
+                      write), a grant for an approval
     execution.py      Execution: a judged call run once (catalog revision, Idempotency-Key,
                       fenced attempts) and its execution row
     audit_rows.py     CallAudit: where a caller's calls are recorded, with their channel
@@ -22,6 +23,11 @@ is here, once.
                       credential, a byte cap, failures with a reason
     upstream_auth.py  our credential for an upstream (bearer, client credentials, a signed
                       JWT naming the caller), from the mounted Secret's files
+    upstream_pins.py  UpstreamPins: each upstream's tools/list watched against the catalog's
+                      pins; a drifted tool quarantined on every replica (allows, offered)
+    upstream_served.py  what an upstream serves: its whole tools/list, the drifts from the
+                      pins, its list_changed stream
+    upstream_review.py  `agentchat mcp pin` drafts and `agentchat mcp check` diffs
 
 What it may import: agent/README.md, "Module map" (tests/core/import_rules.py): the audit
 trail, storage and the shared modules; never the graph, chat or an adapter.

@@ -17,8 +17,10 @@ every replica at once.
     offered     what the model and MCP `tools/list` are offered: this replica's copy of the
                 table, read again every `poll_s` (and after each pass)
 
-Only catalog entries are tools: a tool the server adds is never offered by itself. A call
-refused here is `tool_error` with reason `tool_definition_changed` (docs/protocol.md §2).
+Only catalog entries are tools: a tool the server adds is never offered by itself. A call of
+a quarantined tool, refused at its check (agent/gate/checks.py) or right before sending
+(agent/gate/upstream_calls.py), is `tool_error` with reason `tool_definition_changed`
+(docs/protocol.md §2).
 Metrics: `agentchat_upstream_tool_quarantined{server, tool}`, `agentchat_upstream_tools{server}`,
 `agentchat_upstream_refresh_failures_total{server}`,
 `agentchat_upstream_refresh_timestamp_seconds{server}` (the chart's alerts read them).

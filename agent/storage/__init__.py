@@ -31,6 +31,8 @@
   claimed once, read by their owner only.
 - `outbox.py` (approval_outbox): the approvals' notifications, claimed and delivered at least
   once.
+- `quarantine.py` (upstream_quarantine): upstream MCP tools whose served definition fails
+  their pin, shared by every replica, with the evidence; lifted when served as pinned again.
 
 Rules: functions take `db` (the pool, or the connection the caller holds) first; SQL is an
 UPPER_SNAKE constant next to the function that runs it. Every statement a user reaches with a
