@@ -11,6 +11,7 @@ never another component (agent/README.md, "Module map", is the rule as a table).
     verified_tokens.py verified tokens cached by their digest
     keys.py            the service-token signing keys in three stages, the JWKS
     catalog.py         the declarative tool catalog; catalog_source.py: the file, reloaded live
+    catalog_upstreams.py  the catalog's other MCP servers (`upstreams`) and a tool's pin
     tool_request.py    a tool call's arguments validated into exactly one ss-tools request
     patterns.py        the catalog's regular expressions in linear time (RE2)
     digest.py          the digest of a call's arguments, one function for every component
