@@ -40,6 +40,11 @@ from agentchat.agent.graph.offline.rules import (
     plan_call,
 )
 from agentchat.agent.graph.offline.said import Said
+from agentchat.agent.graph.offline.upstream_intents import (
+    SEPARATOR,
+    upstream_intent,
+    without_names,
+)
 from agentchat.agent.graph.prompt import TurnContext, read_context
 
 _TOKEN_RE = re.compile(r"\S+\s*|\s+")
@@ -108,10 +113,12 @@ class OfflinePlanner(BaseChatModel):
             return AIMessage(content=_with_echo(compose(results, by_call, said), text))
         calls = []
         for i, clause in enumerate(clauses(text)):
-            tool = intent_of(clause, set(schemas))
+            # Another team's tool only when the clause names its server (upstream_intents.py).
+            tool = upstream_intent(clause, set(schemas)) or intent_of(clause, set(schemas))
             if tool is None or (tool == "show_capabilities" and _GREETING.search(normalize(text))):
                 continue
-            args = plan_call(tool, clause, ctx, schemas[tool])
+            words = without_names(clause, tool) if SEPARATOR in tool else clause
+            args = plan_call(tool, words, ctx, schemas[tool])
             if args is None:
                 continue
             calls.append({"name": tool, "args": args,

@@ -174,23 +174,38 @@ _ARGUMENTS: dict[str, Callable[[_Clause], Any]] = {
     "task_id": _task_id,
     "query": lambda c: search_words(c.text) or None,
     "reason": lambda c: c.text[:200],
+    # An upstream MCP tool's (Superset's `request: {search, identifier}`): the words sought,
+    # the object's number.
+    "search": lambda c: search_words(c.text) or None,
+    "identifier": _Clause.first_number,
 }
 
 
 def plan_call(tool: str, clause: str, ctx: TurnContext,
               schema: dict[str, Any]) -> dict[str, Any] | None:
     """Arguments for one call, or None when the clause lacks what the tool requires."""
-    props: dict[str, Any] = schema.get("properties", {})
     required: list[str] = schema.get("required", [])
-    words = _Clause.read(clause, ctx)
-    args: dict[str, Any] = {}
-    for name in props:
-        fill = _ARGUMENTS.get(name)
-        value = fill(words) if fill is not None else None
-        if value is not None:
-            args[name] = value
+    args = _fill(schema, _Clause.read(clause, ctx))
     if "env_id" in required and "env_id" not in args:
         args["env_id"] = "ss-dev"
     if any(r not in args for r in required):
         return None
+    return args
+
+
+def _fill(schema: dict[str, Any], words: _Clause) -> dict[str, Any]:
+    """The arguments of one object schema the clause gives. An argument that is an object of
+    its own (an upstream tool's `request`) is filled the same way, inside, and given when it
+    has all it requires (even empty, if it is required itself)."""
+    args: dict[str, Any] = {}
+    for name, sub in schema.get("properties", {}).items():
+        fill = _ARGUMENTS.get(name)
+        value = fill(words) if fill is not None else None
+        if value is None and isinstance(sub, dict) and "properties" in sub:
+            inner = _fill(sub, words)
+            complete = all(r in inner for r in sub.get("required", []))
+            if complete and (inner or name in schema.get("required", [])):
+                value = inner
+        if value is not None:
+            args[name] = value
     return args
