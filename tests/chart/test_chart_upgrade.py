@@ -34,7 +34,8 @@ from testkit.chart import (
     run_helm,
 )
 
-PREVIOUS = CHART / "ci" / "previous-values.yaml"
+PREVIOUS = CHART / "ci" / "previous-values.yaml"  # chart 0.1.0's, the oldest upgraded from
+LAST_RELEASE = CHART / "ci" / "release-0.5.0.yaml"  # the release before this chart
 DEFAULT = CHART / "ci" / "default-values.yaml"
 APIS = ["kopf.dev/v1/KopfPeering", "agentchat.sstools.io/v1/AgentChat"]
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$")
@@ -93,15 +94,16 @@ def _validate(docs: list[dict[str, Any]]) -> list[str]:
     return errors
 
 
-@pytest.mark.parametrize("dropped", [[], [["ui"], ["ssTools", "jwksReader"]]],
-                         ids=["last-release", "before-the-page-and-jwks-reader"])
-def test_reuse_values_of_the_last_release_render(tmp_path: Path,
+@pytest.mark.parametrize(("previous", "dropped"), [
+    (LAST_RELEASE, []), (PREVIOUS, []), (PREVIOUS, [["ui"], ["ssTools", "jwksReader"]])],
+    ids=["release-0.5.0", "release-0.1.0", "before-the-page-and-jwks-reader"])
+def test_reuse_values_of_the_last_release_render(tmp_path: Path, previous: Path,
                                                  dropped: list[list[str]]) -> None:
     """`helm upgrade --reuse-values`: the previous release's values are all the chart gets
-    (also those of a release older still, without `ui` and `ssTools.jwksReader`)."""
+    (0.5.0's, and those of releases older still, without `ui` and `ssTools.jwksReader`)."""
     copy = tmp_path / "agentchat"
     shutil.copytree(CHART, copy)
-    values = yaml.safe_load(PREVIOUS.read_text())
+    values = yaml.safe_load(previous.read_text())
     for path in dropped:
         node = values
         for key in path[:-1]:
@@ -121,10 +123,17 @@ def test_reuse_values_of_the_last_release_render(tmp_path: Path,
     assert env["AGENTCHAT_MIGRATE_ON_START"] == "false"
     assert env["AGENTCHAT_AGENT_UI_ENABLED"] == "false"
     assert one(docs, "KopfPeering")
+    # Values without `upstreams` (0.6.0's): the agent's default folder, no upstream mounted.
+    assert env["AGENTCHAT_AGENT_UPSTREAM_SECRETS"] == "/var/run/secrets/agentchat/upstreams"
+    agent = one(docs, "Deployment", "-agent")["spec"]["template"]["spec"]
+    assert not [v for v in agent["volumes"] if v["name"].startswith("upstream-")]
 
 
-def test_reset_then_reuse_values_keep_the_users_values_over_new_defaults() -> None:
-    docs = _template(CHART, "-f", str(PREVIOUS), upgrade=True, apis=APIS)
+@pytest.mark.parametrize("previous", [LAST_RELEASE, PREVIOUS], ids=["release-0.5.0",
+                                                                   "release-0.1.0"])
+def test_reset_then_reuse_values_keep_the_users_values_over_new_defaults(
+        previous: Path) -> None:
+    docs = _template(CHART, "-f", str(previous), upgrade=True, apis=APIS)
     assert _validate(docs) == []
     deploy = one(docs, "Deployment", "-agent")
     env_from = deploy["spec"]["template"]["spec"]["containers"][0]["env"]

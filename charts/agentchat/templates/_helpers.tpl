@@ -453,3 +453,81 @@ approvals has none of these values (--reuse-values).
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+agentchat.upstreams: the values of the upstream MCP servers as YAML {secretsPath, servers}
+(docs/upstreams.md). Nil-safe: a release before them has no `upstreams` (--reuse-values).
+*/}}
+{{- define "agentchat.upstreams" -}}
+{{- $u := .Values.upstreams | default dict }}
+secretsPath: {{ $u.secretsPath | default "/var/run/secrets/agentchat/upstreams" }}
+servers:
+  {{- toYaml ($u.servers | default dict) | nindent 2 }}
+{{- end }}
+
+{{/*
+agentchat.urlPorts: the ports of a list of http(s) URLs as a JSON list (each URL's own, else
+its scheme's: 443 https, 80 http), for an upstream's egress rule without `egress.ports`.
+*/}}
+{{- define "agentchat.urlPorts" -}}
+{{- $ports := list }}
+{{- range . }}
+{{- $url := urlParse . }}
+{{- $port := regexFind ":[0-9]+$" $url.host | trimPrefix ":" }}
+{{- $ports = append $ports (int ($port | default (eq $url.scheme "http" | ternary "80" "443"))) }}
+{{- end }}
+{{- $ports | uniq | toJson }}
+{{- end }}
+
+{{/*
+agentchat.catalogUpstreams: the `upstreams` section of the chart's own catalog (catalog.inline,
+else files/catalog.yaml) as YAML; empty with catalog.existingConfigMap, which the chart cannot
+read.
+*/}}
+{{- define "agentchat.catalogUpstreams" -}}
+{{- if not .Values.catalog.existingConfigMap }}
+{{- $catalog := default (.Files.Get "files/catalog.yaml") .Values.catalog.inline | fromYaml }}
+{{- toYaml ($catalog.upstreams | default dict) }}
+{{- end }}
+{{- end }}
+
+{{/*
+agentchat.validateUpstreams: the upstream servers' values against the chart's own catalog:
+each catalog upstream that authenticates has its Secret, every URL the agent may call is named
+on the egress policy (with networkPolicy.egress.enabled, each one has its rule), `auth.type:
+none` only in dev, and no server in values is unknown to the catalog. Skipped with
+catalog.existingConfigMap. Call with $.
+*/}}
+{{- define "agentchat.validateUpstreams" -}}
+{{- $servers := (include "agentchat.upstreams" . | fromYaml).servers | default dict }}
+{{- $egress := and .Values.networkPolicy.enabled (dig "egress" "enabled" false (.Values.networkPolicy | default dict)) }}
+{{- if not .Values.catalog.existingConfigMap }}
+{{- $catalog := include "agentchat.catalogUpstreams" . | fromYaml }}
+{{- $keys := dict "bearer" "token" "client_credentials" "client_secret" "jwt" "private_key.pem" }}
+{{- range $name, $up := $catalog }}
+{{- $s := get $servers $name | default dict }}
+{{- $auth := dig "auth" "type" "" ($up | default dict) }}
+{{- if and (eq $auth "none") (eq $.Values.mode "production") }}
+{{- fail (printf "catalog: upstream %s has auth.type none, which is for dev only: give it a credential (bearer, client_credentials or jwt; docs/upstreams.md) and its Secret in upstreams.servers.%s.existingSecret" $name $name) }}
+{{- end }}
+{{- if and $egress (not $s) }}
+{{- fail (printf "upstreams.servers.%s: networkPolicy.egress.enabled needs the catalog's upstream %s there, with its urls and egress peers (a NetworkPolicy cannot name a host)" $name $name) }}
+{{- end }}
+{{- if and (hasKey $keys $auth) (not $s.existingSecret) }}
+{{- fail (printf "upstreams.servers.%s.existingSecret: the catalog's upstream %s authenticates with %s; give the Secret holding its key %s (mounted at %s/%s/)" $name $name $auth (get $keys $auth) (include "agentchat.upstreams" $ | fromYaml).secretsPath $name) }}
+{{- end }}
+{{- if $s }}
+{{- range $env, $url := (dig "url" dict ($up | default dict)) }}
+{{- if not (has $url ($s.urls | default list)) }}
+{{- fail (printf "upstreams.servers.%s.urls: add %s (the catalog's upstreams.%s.url.%s): the egress policy names every URL the agent calls" $name $url $name $env) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $name, $_ := $servers }}
+{{- if not (hasKey $catalog $name) }}
+{{- fail (printf "upstreams.servers.%s: the catalog has no upstream %s (the shipped catalog's Superset section is commented out: give the catalog with catalog.inline or catalog.existingConfigMap; docs/upstreams.md)" $name $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
