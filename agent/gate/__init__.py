@@ -12,7 +12,7 @@ is here, once.
                       fenced attempts) and its execution row
     audit_rows.py     CallAudit: where a caller's calls are recorded, with their channel
     policy_client.py  the sidecar's /v1/check and /v1/permissions (docs/protocol.md §6)
-    policy_wire.py    HTTP/1.1 to the sidecar over kept connections (loopback or a Unix socket)
+    policy_wire.py    the sidecar's own HTTP/1.1 client: kept connections, one write a request
     tool_runtime.py   one catalog tool against the ss-tools API (docs/protocol.md §7), each
                       attempt fenced by the run's epoch (agent/storage/fencing.py)
     service_token.py  our service JWT, from the operator's file or the ss-tools endpoint

@@ -2,7 +2,7 @@
 server that answers what a test scripts: kept connections are reused; one the server closed
 while it was idle is replaced without the caller noticing; anything the sidecar would never
 answer (no Content-Length, chunks, a cut body, silence) is an error the policy client turns
-into POLICY_UNAVAILABLE, so nothing runs; a Unix socket works like loopback TCP.
+into POLICY_UNAVAILABLE, so nothing runs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,15 +70,10 @@ class Script:
 
 
 @asynccontextmanager
-async def served(script: Script, unix: Path | None = None) -> AsyncIterator[str]:
-    if unix is not None:
-        server = await asyncio.start_unix_server(script.serve, path=str(unix))
-        url = f"unix:{unix}"
-    else:
-        server = await asyncio.start_server(script.serve, "127.0.0.1", 0)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+async def served(script: Script) -> AsyncIterator[str]:
+    server = await asyncio.start_server(script.serve, "127.0.0.1", 0)
     async with server:
-        yield url
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
 
 async def test_kept_connection_carries_the_tokens_and_the_body() -> None:
@@ -167,17 +161,6 @@ async def test_a_header_with_a_line_break_is_never_sent() -> None:
             await wire.post("/v1/check", b"{}", {"X-User-JWT": "a\r\nX-Admin: 1"}, 2.0)
         await wire.aclose()
     assert script.requests == []
-
-
-async def test_over_a_unix_socket(tmp_path: Path) -> None:
-    script = Script(lambda n, h, b: answer(200, DECISION))
-    async with served(script, unix=tmp_path / "policy.sock") as url:
-        client = PolicyClient(url=url, timeout_s=2.0, tokens=_Tokens())
-        decision = await client.check(
-            user_jwt="usr", tool="get_dashboard", arguments={}, environment="ss-dev"
-        )
-        await client.aclose()
-    assert decision["decision_id"] == "d1"
 
 
 async def test_a_refused_service_token_is_read_again_once() -> None:
