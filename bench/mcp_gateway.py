@@ -2,7 +2,8 @@
 agent's MCP endpoint (guard, token exchange kept, the sidecar's check, the request builder,
 the fenced runtime) against a bare MCP server on the same SDK (low-level `Server`, the same
 stateless Streamable HTTP transport with JSON responses) that forwards the same call to the
-sandbox with no gate, in one run, at 1, 50 and 200 concurrent clients.
+sandbox with no gate, through the agent's own HTTP client (agentchat/http_clients.py: what is
+compared is the gate, not two HTTP stacks), in one run, at 1, 50 and 200 concurrent clients.
 
 Each client is a loop of 2026-07-28 `tools/call` POSTs (`get_health_summary` of dashboard 42
 in ss-dev) over one shared keep-alive pool; both servers get the same client, alternately per
@@ -12,7 +13,8 @@ apart).
 
     .venv/bin/python bench/mcp_gateway.py [--seconds 8] [--levels 1,50,200]
 
-Prints one JSON object on its last line: per level and side p50/p99 (ms), calls/s, errors,
+Prints one JSON object on its last line: per level and side p50/p99 (ms), calls/s, errors
+(and their kinds: an exception, an HTTP status, a JSON-RPC code or the refusal's `code`),
 CPU ms per call; the ratios; and whether each goal holds: p50 ≤ 1.3× the bare server's,
 p99 ≤ 1.5×, throughput ≥ 0.75× at 50 clients, 0 errors.
 """
@@ -26,6 +28,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ from typing import Any
 import httpx
 import psutil
 
+from agentchat.http_clients import async_client
 from agentchat.identity import DevUserIssuer
 from agentchat.keys import ensure_ring, sign_service_token
 from agentchat.settings import SharedSettings
@@ -64,9 +68,10 @@ def serve_bare(port: int, sandbox: str, data_dir: Path) -> None:
                    ring, issuer=settings.service_issuer, audience=settings.service_audience,
                    lifetime_s=3600),
                "X-User-JWT": DevUserIssuer(settings).mint("alice")}
-    http = httpx.AsyncClient(base_url=sandbox, headers=headers, timeout=30,
-                             limits=httpx.Limits(max_connections=200,
-                                                 max_keepalive_connections=50))
+    # The agent's own client (agentchat/http_clients.py, the same pool and limits): the
+    # comparison is of the gate, not of two HTTP clients.
+    http = async_client(base_url=sandbox, headers=headers, timeout=30,
+                        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
     tool = types.Tool(name=TOOL, input_schema={"type": "object"},
                       annotations=types.ToolAnnotations(read_only_hint=True))
 
@@ -121,11 +126,18 @@ def call_body(n: int) -> dict[str, Any]:
                                  "io.modelcontextprotocol/clientCapabilities": {}}}}
 
 
-def ok(response: httpx.Response) -> bool:
+def failure(response: httpx.Response) -> str | None:
+    """None for a done call; else what went wrong, short (an HTTP status, the JSON-RPC error's
+    code, or the refusal's `code`)."""
     if response.status_code != 200:
-        return False
-    result = response.json().get("result") or {}
-    return not result.get("isError", True) and result.get("structuredContent") is not None
+        return f"http {response.status_code}"
+    answer = response.json()
+    if "error" in answer:
+        return f"jsonrpc {answer['error'].get('code')}"
+    result = answer.get("result") or {}
+    if result.get("isError", True) or result.get("structuredContent") is None:
+        return str((result.get("structuredContent") or {}).get("code") or "isError")
+    return None
 
 
 async def load(url: str, token: str | None, clients: int, seconds: float,
@@ -137,8 +149,12 @@ async def load(url: str, token: str | None, clients: int, seconds: float,
         headers["Authorization"] = f"Bearer {token}"
     procs = [psutil.Process(p) for p in pids]
     latencies: list[float] = []
-    errors = 0
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    errors: Counter[str] = Counter()
+    # Idle connections are dropped before the servers' own keep-alive (uvicorn: 5 s) ends
+    # them: otherwise a request sent as the server closes its connection fails (ECONNRESET),
+    # the harness's error, not the server's.
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients,
+                          keepalive_expiry=2.0)
     async with httpx.AsyncClient(headers=headers, timeout=60, limits=limits) as http:
         for n in range(3):  # warm: the exchange, the connections, the caches
             await http.post(url, json=call_body(n))
@@ -147,16 +163,16 @@ async def load(url: str, token: str | None, clients: int, seconds: float,
         counter = iter(range(10, 10**9))
 
         async def client() -> None:
-            nonlocal errors
             while time.perf_counter() < stop:
                 t0 = time.perf_counter()
                 try:
                     r = await http.post(url, json=call_body(next(counter)))
-                    good = ok(r)
-                except httpx.HTTPError:
-                    good = False
+                    failed = failure(r)
+                except httpx.HTTPError as e:
+                    failed = type(e).__name__
                 latencies.append(time.perf_counter() - t0)
-                errors += 0 if good else 1
+                if failed is not None:
+                    errors[failed] += 1
 
         t0 = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
@@ -164,7 +180,7 @@ async def load(url: str, token: str | None, clients: int, seconds: float,
         cpu = [sum(p.cpu_times()[:2]) - c for p, c in zip(procs, cpu0, strict=True)]
     latencies.sort()
     calls = len(latencies)
-    return {"calls": calls, "errors": errors,
+    return {"calls": calls, "errors": sum(errors.values()), "error_kinds": dict(errors),
             "p50_ms": round(percentile(latencies, 50) * 1000, 2),
             "p99_ms": round(percentile(latencies, 99) * 1000, 2),
             "calls_per_s": round(calls / wall, 1),
