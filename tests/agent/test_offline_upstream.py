@@ -6,11 +6,12 @@ after the selection chose them by the entries' keywords."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agentchat.agent.graph.calls import tool_schemas
 from agentchat.agent.graph.offline.planner import OfflinePlanner
@@ -71,3 +72,32 @@ def test_execute_sql_is_off_even_with_the_reads_on() -> None:
     assert "superset__execute_sql" not in reads.names
     sql = CATALOG.get("superset__execute_sql")
     assert sql is not None and sql.risk == "destructive" and sql.needs_card("ss-dev")
+
+
+def test_the_answer_names_what_superset_listed() -> None:
+    """Superset answers one text block of JSON, its list under its own key: the planner's
+    answer counts and names the items, in the turn's language, by our tool's title."""
+    listed = {"dashboards": [{"id": 1, "dashboard_title": "Sales Dashboard"},
+                             {"id": 3, "dashboard_title": "Video Game Sales"}], "count": 2}
+    text = "list superset dashboards"
+    [call] = planned(text)
+    tools = tool_schemas(CATALOG, [call["name"]], "en")
+    thread = [HumanMessage(text, id="h1"),
+              AIMessage("", tool_calls=[{**call, "id": "c1", "type": "tool_call"}]),
+              ToolMessage(json.dumps({"content": [{"type": "text", "text": json.dumps(listed)}]}),
+                          tool_call_id="c1", name=call["name"])]
+    answer = OfflinePlanner().bind_tools(tools).invoke(thread)
+    assert answer.content == ("“Superset dashboards”: 2 found.\n- “Sales Dashboard” (#1)\n"
+                              "- “Video Game Sales” (#3)")
+
+
+def test_one_object_is_told_by_its_name_and_number() -> None:
+    from agentchat.agent.graph.offline.answers import summarize
+    from agentchat.agent.graph.offline.said import Said
+
+    dataset = {"id": 1, "table_name": "bart_lines", "columns": [{"name": "color"}]}
+    result = ToolMessage(json.dumps({"content": [{"type": "text", "text": json.dumps(dataset)}]}),
+                         tool_call_id="c1")
+    said = Said("en", {"superset__get_dataset_info": "Superset dataset details"}, {})
+    assert summarize(result, "superset__get_dataset_info", said) == (
+        "“Superset dataset details”: “bart_lines” (#1).")

@@ -19,7 +19,12 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from agentchat.agent.graph.offline.said import Said, capitalized
-from agentchat.agent.graph.offline.summaries import SUMMARIES, generic_list
+from agentchat.agent.graph.offline.summaries import (
+    SUMMARIES,
+    generic_list,
+    generic_object,
+    names_of,
+)
 from agentchat.words import clean_text
 
 _HTTP = re.compile(r"^Error (\d{3})\b")
@@ -45,10 +50,32 @@ def summarize(result: ToolMessage, tool: str | None, said: Said) -> str:
     summary = SUMMARIES.get(tool or "")
     if summary is not None:
         return summary(data, said)
-    if isinstance(data.get("items"), list):
-        return generic_list(data["items"], tool, said)
+    data = _json_block(data)
+    items = data.get("items")
+    if not isinstance(items, list) and ("count" in data or "total_count" in data):
+        # A listing under another team's name for it ("dashboards", "charts").
+        items = next((v for v in data.values() if isinstance(v, list)
+                      and all(isinstance(i, dict) for i in v)), None)
+    if isinstance(items, list):
+        return generic_list(items, tool, said)
+    if names_of(data):
+        return generic_object(data, tool, said)
     return said.t(f"Готово: действие {said.title(tool)} выполнено.",
                   f"Done: {said.title(tool)}.")
+
+
+def _json_block(data: dict[str, Any]) -> dict[str, Any]:
+    """An upstream MCP tool's result whose one text block is a JSON object (Superset's
+    answers): that object; anything else as it is."""
+    blocks = data.get("content") if set(data) == {"content"} else None
+    if not (isinstance(blocks, list) and len(blocks) == 1 and isinstance(blocks[0], dict)
+            and blocks[0].get("type") == "text"):
+        return data
+    try:
+        inner = json.loads(str(blocks[0].get("text") or ""))
+    except ValueError:
+        return data
+    return inner if isinstance(inner, dict) else data
 
 
 # -- not done --------------------------------------------------------------------------------

@@ -270,8 +270,22 @@ def generic_list(items: Sequence[Any], tool: str | None, said: Said) -> str:
                   f"{capitalized(said.title(tool))}: {len(items)} found.")
     if not items:
         return head
-    return head + "\n" + _lines(items, lambda i: said.label(i.get("id"), i, "title", "name"),
-                                said)
+    return head + "\n" + _lines(items, lambda i: said.label(i.get("id"), i, "title", "name",
+                                                           *names_of(i)), said)
+
+
+def generic_object(data: Mapping[str, Any], tool: str | None, said: Said) -> str:
+    """One object another team's tool told about: its name and number."""
+    oid = data.get("id", next((v for k, v in data.items() if str(k).endswith("_id")
+                               and isinstance(v, int)), None))
+    label = said.label(oid, data, "title", "name", *names_of(data))
+    return said.t(f"Результат действия {said.title(tool)}: {label}.",
+                  f"{capitalized(said.title(tool))}: {label}.")
+
+
+def names_of(item: Mapping[str, Any]) -> list[str]:
+    """Its fields that name it, as another team calls them (`dashboard_title`, `slice_name`)."""
+    return [k for k in item if isinstance(k, str) and k.endswith(("_title", "_name"))]
 
 
 SUMMARIES: dict[str, Callable[[Mapping[str, Any], Said], str]] = {
