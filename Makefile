@@ -12,7 +12,7 @@ WEB_SRC := $(shell find web/src web/index.html web/vite.config.ts web/svelte.con
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: demo test lint typecheck bench soak install js web browser helm promtool clean \
-	peer-langgraph
+	peer-langgraph superset-mcp
 
 install: $(STAMP)
 
@@ -94,6 +94,23 @@ $(PEER_LANGGRAPH)/.installed-stamp: Makefile
 	test -x $(PEER_LANGGRAPH)/bin/python || $(PYTHON) -m venv $(PEER_LANGGRAPH)
 	$(PEER_LANGGRAPH)/bin/pip install -q --upgrade pip
 	$(PEER_LANGGRAPH)/bin/pip install -q $(PEER_LANGGRAPH_PINS)
+	touch $@
+
+# Superset 6.1's own MCP service behind the gate (docs/upstreams.md): Superset in its own pinned
+# virtualenv under .cache/, never part of install or test; tools/superset_mcp.py sets it up on
+# SQLite with the example data its wheel carries (the first run loads it, ~15 min), starts
+# `superset mcp run` with JWT auth and AgentChat as `make demo` does, and calls its read tools
+# through chat and the MCP endpoint. flask-caching 2.4+ hands Superset 6.1's cache an argument
+# it does not take, so the app would not start.
+SUPERSET_MCP := .cache/superset-mcp
+SUPERSET_MCP_PINS := 'apache-superset[fastmcp]==6.1.0' flask-caching==2.3.1
+superset-mcp: $(STAMP) $(SUPERSET_MCP)/.installed-stamp
+	$(BIN)/python tools/superset_mcp.py
+
+$(SUPERSET_MCP)/.installed-stamp: Makefile
+	test -x $(SUPERSET_MCP)/bin/python || $(PYTHON) -m venv $(SUPERSET_MCP)
+	$(SUPERSET_MCP)/bin/pip install -q --upgrade pip
+	$(SUPERSET_MCP)/bin/pip install -q $(SUPERSET_MCP_PINS)
 	touch $@
 
 # SOAK_FAULTS=1: replicas killed and restarted, the sidecar and a private PostgreSQL restarted.
