@@ -21,6 +21,7 @@ against the classes, both ways):
         ├── UpstreamFailure        agent/gate/upstream_client.py: an upstream MCP call failed
         ├── ResultTooLarge         agent/gate/upstream_client.py: an upstream's answer over its cap
         ├── UpstreamAuthError      agent/gate/upstream_auth.py: no usable credential for an upstream
+        ├── Unreachable            agent/gate/upstream_served.py: an upstream's tools/list unread
         ├── Refused                policy/app.py: a sidecar request refused (code and status)
         ├── PolicyError            policy/rules.py: a policy folder that cannot become a snapshot
         ├── ApprovalRuleError      policy/approvals.py: approvals.yaml unreadable (ValueError too)

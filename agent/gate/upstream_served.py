@@ -27,12 +27,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from agentchat.agent.gate.upstream_client import UpstreamSession
 from agentchat.catalog import Catalog, Tool
 from agentchat.catalog_upstreams import definition_pin, pinned_definition
+from agentchat.errors import LocalError
 
 # Opens a session to (server, environment); entering it connects, leaving it closes.
 Opener = Callable[[str, str], AbstractAsyncContextManager[UpstreamSession]]
 
 
-class Unreachable(Exception):
+class Unreachable(LocalError):
     """An upstream's tools/list could not be read whole: why, in a line (never a secret)."""
 
 
