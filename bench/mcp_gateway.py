@@ -6,12 +6,13 @@ sandbox with no gate, through the agent's own HTTP client (agentchat/http_client
 compared is the gate, not two HTTP stacks), in one run, at 1, 50 and 200 concurrent clients.
 
 Each client is a loop of 2026-07-28 `tools/call` POSTs (`get_health_summary` of dashboard 42
-in ss-dev) over one shared keep-alive pool; both servers get the same client, alternately per
-level. CPU per call is the servers' own: the agent and the policy sidecar for the gateway,
-the bare server for the baseline (the sandbox does the same work for both and is reported
-apart).
+in ss-dev) over one shared keep-alive pool; both servers get the same client, in alternating
+turns (`--turns`, each side first in every other one), so a change in the machine's load
+falls on both alike. CPU per call is the servers' own: the agent and the policy sidecar for
+the gateway, the bare server for the baseline (the sandbox does the same work for both and is
+reported apart).
 
-    .venv/bin/python bench/mcp_gateway.py [--seconds 8] [--levels 1,50,200]
+    .venv/bin/python bench/mcp_gateway.py [--seconds 8] [--levels 1,50,200] [--turns 4]
 
 Prints one JSON object on its last line: per level and side p50/p99 (ms), calls/s, errors
 (and their kinds: an exception, an HTTP status, a JSON-RPC code or the refusal's `code`),
@@ -30,6 +31,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,16 +142,51 @@ def failure(response: httpx.Response) -> str | None:
     return None
 
 
+@dataclass
+class Slice:
+    """One side's share of a level: what its clients saw, and the CPU its processes spent."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    wall: float = 0.0
+    cpu: list[float] = field(default_factory=list)  # per server process
+    sandbox_cpu: float = 0.0
+
+    def add(self, other: Slice) -> None:
+        self.latencies += other.latencies
+        self.errors.update(other.errors)
+        self.wall += other.wall
+        self.cpu = ([a + b for a, b in zip(self.cpu, other.cpu, strict=True)] if self.cpu
+                    else list(other.cpu))
+        self.sandbox_cpu += other.sandbox_cpu
+
+    def summary(self) -> dict[str, Any]:
+        latencies = sorted(self.latencies)
+        calls = max(1, len(latencies))
+        return {"calls": len(latencies), "errors": sum(self.errors.values()),
+                "error_kinds": dict(self.errors),
+                "p50_ms": round(percentile(latencies, 50) * 1000, 2),
+                "p99_ms": round(percentile(latencies, 99) * 1000, 2),
+                "calls_per_s": round(len(latencies) / max(self.wall, 1e-9), 1),
+                "cpu_ms_per_call": round(sum(self.cpu) * 1000 / calls, 3),
+                # per process: the gateway's agent, then its sidecar
+                "cpu_ms_per_call_by_process": [round(c * 1000 / calls, 3) for c in self.cpu],
+                "sandbox_cpu_ms_per_call": round(self.sandbox_cpu * 1000 / calls, 3)}
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    return float(sum(proc.cpu_times()[:2]))
+
+
 async def load(url: str, token: str | None, clients: int, seconds: float,
-               pids: list[int]) -> dict[str, Any]:
+               pids: list[int], sandbox: psutil.Process) -> Slice:
     headers = {"Accept": "application/json, text/event-stream",
                "Content-Type": "application/json", "MCP-Protocol-Version": MODERN,
                "Mcp-Method": "tools/call", "Mcp-Name": TOOL}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     procs = [psutil.Process(p) for p in pids]
-    latencies: list[float] = []
-    errors: Counter[str] = Counter()
+    out = Slice()
     # Idle connections are dropped before the servers' own keep-alive (uvicorn: 5 s) ends
     # them: otherwise a request sent as the server closes its connection fails (ECONNRESET),
     # the harness's error, not the server's.
@@ -158,7 +195,8 @@ async def load(url: str, token: str | None, clients: int, seconds: float,
     async with httpx.AsyncClient(headers=headers, timeout=60, limits=limits) as http:
         for n in range(3):  # warm: the exchange, the connections, the caches
             await http.post(url, json=call_body(n))
-        cpu0 = [sum(p.cpu_times()[:2]) for p in procs]
+        cpu0 = [cpu_seconds(p) for p in procs]
+        sandbox0 = cpu_seconds(sandbox)
         stop = time.perf_counter() + seconds
         counter = iter(range(10, 10**9))
 
@@ -170,29 +208,24 @@ async def load(url: str, token: str | None, clients: int, seconds: float,
                     failed = failure(r)
                 except httpx.HTTPError as e:
                     failed = type(e).__name__
-                latencies.append(time.perf_counter() - t0)
+                out.latencies.append(time.perf_counter() - t0)
                 if failed is not None:
-                    errors[failed] += 1
+                    out.errors[failed] += 1
 
         t0 = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
-        wall = time.perf_counter() - t0
-        cpu = [sum(p.cpu_times()[:2]) - c for p, c in zip(procs, cpu0, strict=True)]
-    latencies.sort()
-    calls = len(latencies)
-    return {"calls": calls, "errors": sum(errors.values()), "error_kinds": dict(errors),
-            "p50_ms": round(percentile(latencies, 50) * 1000, 2),
-            "p99_ms": round(percentile(latencies, 99) * 1000, 2),
-            "calls_per_s": round(calls / wall, 1),
-            "cpu_ms_per_call": round(sum(cpu) * 1000 / max(1, calls), 3),
-            # per process: the gateway's agent, then its sidecar
-            "cpu_ms_per_call_by_process": [round(c * 1000 / max(1, calls), 3) for c in cpu]}
+        out.wall = time.perf_counter() - t0
+        out.cpu = [cpu_seconds(p) - c for p, c in zip(procs, cpu0, strict=True)]
+        out.sandbox_cpu = cpu_seconds(sandbox) - sandbox0
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--levels", default="1,50,200")
+    parser.add_argument("--turns", type=int, default=4,
+                        help="each level's seconds split into this many alternating turns")
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--sandbox", help=argparse.SUPPRESS)
@@ -217,15 +250,18 @@ def main() -> int:
                      "bare": (bare.url + "/mcp", None, [bare.proc.pid])}
             assert stack.sandbox.proc is not None
             sandbox = psutil.Process(stack.sandbox.proc.pid)
+            out["turns"] = args.turns
             for clients in levels:
-                row: dict[str, Any] = {}
-                for name in ("bare", "gateway"):
-                    url, tok, pids = sides[name]
-                    s0 = sum(sandbox.cpu_times()[:2])
-                    row[name] = asyncio.run(load(url, tok, clients, args.seconds, pids))
-                    row[name]["sandbox_cpu_ms_per_call"] = round(
-                        (sum(sandbox.cpu_times()[:2]) - s0) * 1000
-                        / max(1, row[name]["calls"]), 3)
+                slices = {"bare": Slice(), "gateway": Slice()}
+                # Short turns, each side first in every other one: a change in the machine's
+                # load (other work on it) falls on both sides alike.
+                for turn in range(args.turns):
+                    order = ("bare", "gateway") if turn % 2 == 0 else ("gateway", "bare")
+                    for name in order:
+                        url, tok, pids = sides[name]
+                        slices[name].add(asyncio.run(load(
+                            url, tok, clients, args.seconds / args.turns, pids, sandbox)))
+                row = {name: part.summary() for name, part in slices.items()}
                 g, b = row["gateway"], row["bare"]
                 row["ratios"] = {
                     "p50": round(g["p50_ms"] / max(b["p50_ms"], 1e-9), 2),
