@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import string
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -326,9 +326,11 @@ class Catalog(BaseModel):
         return self
 
     def get(self, name: str) -> Tool | None:
-        return self._by_name().get(name)
+        return self._by_name.get(name)
 
+    @cached_property
     def _by_name(self) -> dict[str, Tool]:
+        # Every call looks its tool up (gate, runtime, titles): the frozen tools indexed once.
         return {t.name: t for t in self.tools}
 
     @property

@@ -22,6 +22,8 @@ against the classes, both ways):
         ├── ResultTooLarge         agent/gate/upstream_client.py: an upstream's answer over its cap
         ├── UpstreamAuthError      agent/gate/upstream_auth.py: no usable credential for an upstream
         ├── Unreachable            agent/gate/upstream_served.py: an upstream's tools/list unread
+        ├── WireError              agent/gate/policy_wire.py: no usable answer from the sidecar
+        │   └── StaleConnection    agent/gate/policy_wire.py: a kept connection closed: resent
         ├── Refused                policy/app.py: a sidecar request refused (code and status)
         ├── PolicyError            policy/rules.py: a policy folder that cannot become a snapshot
         ├── ApprovalRuleError      policy/approvals.py: approvals.yaml unreadable (ValueError too)

@@ -22,18 +22,22 @@ from collections import deque
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from agentchat.errors import ErrorCode, LocalError
+
 # Uvicorn closes an idle connection after 5 s: one idle this long is not used again.
 IDLE_S = 4.0
 MAX_HEAD = 64 * 1024
 MAX_BODY = 4 * 1024 * 1024
 
 
-class WireError(Exception):
+class WireError(LocalError):
     """No usable answer: the connection failed, timed out or the answer is not HTTP/1.1 as
-    the sidecar writes it."""
+    the sidecar writes it (the caller fails closed)."""
+
+    CODE = ErrorCode.POLICY_UNAVAILABLE
 
 
-class _Stale(WireError):
+class StaleConnection(WireError):
     """A kept connection was closed before any byte of the answer: safe to send again."""
 
 
@@ -87,7 +91,7 @@ class PolicyWire:
                 if conn is not None:
                     try:
                         return await self._exchange(conn, head, body)
-                    except _Stale:
+                    except StaleConnection:
                         pass
                 return await self._exchange(await self._open(), head, body)
         except TimeoutError:
@@ -135,7 +139,7 @@ class PolicyWire:
                 answer_head = await conn.reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, ConnectionError) as e:
                 if not fresh and not getattr(e, "partial", b""):
-                    raise _Stale("the kept connection was closed") from None
+                    raise StaleConnection("the kept connection was closed") from None
                 raise WireError(f"connection failed: {type(e).__name__}") from None
             status, length, keep = _parse_head(answer_head)
             return status, await conn.reader.readexactly(length)
