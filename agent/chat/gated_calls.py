@@ -16,7 +16,7 @@ Interface (all the adapter needs):
           schema (an environment it needs missing among them): Refused INVALID_REQUEST;
         - the sidecar's deny, also for a catalog tool `tools_for` leaves out: Refused
           FORBIDDEN with `required_role` and `alternatives` ([{action, prompt}]);
-        - a read: run at once, Done (or Failed);
+        - a read: run at once, Done (or Failed, with chat's `tool_error` reason if any);
         - every write needs a card: an MCP call is untrusted. A card only that requires (the
           policy would run the call without one) is asked inline when `can_elicit`:
           AskInline; the retry with `request_state` and `confirm` "accept" re-checks and runs
@@ -39,14 +39,12 @@ Interface (all the adapter needs):
         What became of a stored call: pending, running, done (with ss-tools' answer),
         denied, expired, failed. Anyone but its requester: NOT_FOUND (the SQL names the
         owner: nobody else learns that it exists).
-    GatedCalls.pending(sub) -> list[CallStatus]
-        The requester's calls waiting for an answer (REST `GET /api/agent/calls`).
+    GatedCalls.pending(sub) -> list[CallStatus]: the requester's calls waiting for an answer
 
 A stored call runs once: its claim is a conditional update (pending -> running) that one
 answer wins (agent/storage/gated_call_rows.py), its request carries the call's id as
-Idempotency-Key, and the gate's execution sends it (agent/gate/execution.py). A call has no
-run, so no takeover: a replica that dies while the call runs leaves it `running`, and
-ss-tools' audit says by its key whether it ran.
+Idempotency-Key, sent by the gate (agent/gate/execution.py). No run, so no takeover: a
+replica dying mid-call leaves it `running`; ss-tools' audit says by its key if it ran.
 
 Audit: one record per call, keyed by the call's id as both its conversation and its call
 (`turn_id` "mcp"; the calls table names its owner): the check's decision (channel `mcp`,
@@ -90,6 +88,7 @@ from agentchat.agent.chat.gated_outcomes import (
     Failed,
     Pending,
     Refused,
+    failure_reason,
 )
 from agentchat.agent.chat.gated_tools import ToolLists
 from agentchat.agent.gate.audit_rows import CallAudit
@@ -371,10 +370,11 @@ class GatedCalls:
             if stored:
                 await calls.finish(self.pool, judged.call_id, "failed", error=CHANGED_TEXT)
             return Failed(call_id, CHANGED_TEXT, ErrorCode.POLICY_UNAVAILABLE)
+        events: list[dict[str, Any]] = []  # no stream: kept for the failure's reason
         try:
             outcome = await self.execution.run(rows, judged, catalog=catalog,
                                                user_jwt=user_jwt, lang="en",
-                                               emit=lambda _event: None)  # no stream
+                                               emit=events.append)
         except BaseException:
             if stored:
                 await calls.finish(self.pool, judged.call_id, "failed",
@@ -386,7 +386,7 @@ class GatedCalls:
                                result=outcome.output, error=outcome.error)
         if outcome.status == "ok":
             return Done(outcome.output, call_id)
-        return Failed(call_id, outcome.error or outcome.status)
+        return Failed(call_id, outcome.error or outcome.status, reason=failure_reason(events))
 
     # -- reading ------------------------------------------------------------------------
 

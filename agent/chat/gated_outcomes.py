@@ -97,9 +97,25 @@ class Failed:
     detail: str  # ss-tools' error, or the timeout
     code: ErrorCode = ErrorCode.TOOL_FAILURE
     kind: Literal["failed"] = "failed"
+    # Chat's `tool_error` reason where the call had one (an upstream's `upstream_unavailable`,
+    # `result_too_large`, …), or `unknown_outcome`: a write that timed out may have run.
+    reason: str | None = None
 
     def structured(self) -> dict[str, Any]:
-        return {"code": str(self.code), "detail": self.detail, "call_id": self.call_id}
+        out = {"code": str(self.code), "detail": self.detail, "call_id": self.call_id}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+def failure_reason(events: list[dict[str, Any]]) -> str | None:
+    """The reason of a call's last failure event, as chat's stream would have shown it."""
+    for event in reversed(events):
+        if event.get("type") == "tool_timeout" and event.get("outcome") == "unknown":
+            return "unknown_outcome"
+        if event.get("type") == "tool_error" and event.get("reason"):
+            return str(event["reason"])
+    return None
 
 
 @dataclass(frozen=True)

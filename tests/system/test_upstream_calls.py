@@ -353,3 +353,8 @@ def test_a_ten_megabyte_answer_is_refused_without_being_read(
     # Read whole (the cap lifted) the peak grew ~80 MB a turn; cut at ~2 MB on the wire,
     # 3-10 MB (the same turn with a small answer: under 1 MB).
     assert grew < 40, f"the agent's peak memory grew {grew:.1f} MB"
+    # An MCP client reads the same reason, beside the code.
+    failed = mcp_call(stack, "bob", LIST, {"env_id": "ss-dev"})
+    assert failed.is_error is True
+    assert (failed.structured_content["code"], failed.structured_content["reason"]) == (
+        "TOOL_FAILURE", "result_too_large")
