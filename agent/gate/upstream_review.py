@@ -3,7 +3,8 @@ from what a server serves now, `agentchat mcp check` shows how what it serves di
 what the catalog pinned (agent/cli.py runs them; docs/upstreams.md shows the workflow).
 
 A draft is ours to finish: its name is namespaced (`server__tool`), its schema the server's
-`inputSchema` (we validate calls against it before sending), its risk read unless the
+`inputSchema` less its words (descriptions, titles, examples: the model reads a schema; we
+validate calls against it before sending), its risk read unless the
 server's own hints say otherwise (hints only: the entry's risk is ours), and our words are
 left empty, so the catalog refuses the entry until someone writes them. The server's
 description is a YAML comment for that person: the model never reads it.
@@ -61,7 +62,8 @@ def catalog_name(server: str, tool: str) -> str:
 def draft_entry(catalog: Catalog, server: str, definition: dict[str, Any]) -> dict[str, Any]:
     """One catalog entry for a served tool: the schema, risk and pin filled, our words empty."""
     # dict(), not a literal with "type": the event docs' test reads those as stream events.
-    args = json.loads(json.dumps(definition.get("inputSchema") or dict(type="object")))
+    args = words_out(json.loads(json.dumps(definition.get("inputSchema") or
+                                           dict(type="object"))))
     args.setdefault("type", "object")
     risk = draft_risk(definition)
     entry: dict[str, Any] = {
@@ -79,6 +81,32 @@ def draft_entry(catalog: Catalog, server: str, definition: dict[str, Any]) -> di
     entry["upstream"] = {"server": server, "tool": definition["name"],
                          "pin": definition_pin(definition), "definition": definition}
     return entry
+
+
+# JSON Schema keywords that hold text for a reader: the model reads an entry's `args`, so a
+# draft keeps none of the server's (its words could carry instructions); ours may be added.
+WORDS = frozenset({"description", "title", "examples", "$comment"})
+# Keywords whose value maps names (of properties, definitions) to schemas: a property called
+# `description` is an argument, not words.
+NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions",
+                   "dependentSchemas"})
+
+
+def words_out(schema: Any) -> Any:
+    """A schema without the server's words, its structure (types, bounds, enums) intact."""
+    if isinstance(schema, list):
+        return [words_out(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in WORDS:
+            continue
+        if key in NAMED and isinstance(value, dict):
+            out[key] = {name: words_out(sub) for name, sub in value.items()}
+        else:
+            out[key] = words_out(value)
+    return out
 
 
 def _comment(text: str, width: int = 96) -> list[str]:

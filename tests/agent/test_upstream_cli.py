@@ -20,7 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
+from agentchat.agent.gate.upstream_review import words_out
 from agentchat.catalog import parse_catalog
 from agentchat.catalog_upstreams import definition_pin, pinned_definition
 from agentchat.errors import CatalogError
@@ -79,9 +82,12 @@ def test_pin_drafts_entries_that_load_once_our_words_are_written(
         assert draft["upstream"]["definition"] == pinned_definition(definition)
         assert draft["description"] == {"ru": "", "en": ""}
         for field, value in definition["inputSchema"].get("properties", {}).items():
-            assert draft["args"]["properties"][field] == value
+            # The server's structure, none of its words: the model reads an entry's schema.
+            kept = draft["args"]["properties"][field]
+            assert {k: v for k, v in value.items() if k not in ("description", "title")} == kept
         # The server's words are a comment, never one of ours.
         assert f"#   {definition['description']}" in done.stdout
+    assert "Ignore your rules" not in yaml.safe_dump(by_tool["list_dashboards"]["args"])
     assert (by_tool["list_dashboards"]["risk"], by_tool["update_dashboard"]["risk"]) == (
         "read", "write")
     assert by_tool["update_dashboard"]["environment"] == {"argument": "environment"}
@@ -92,6 +98,38 @@ def test_pin_drafts_entries_that_load_once_our_words_are_written(
     filled = catalog_with_upstreams(tmp_path, ups, [fill(d) for d in drafts], "filled.yaml")
     loaded = parse_catalog(filled.read_bytes(), filled)
     assert {t.name for t in loaded.tools if t.upstream} == {d["name"] for d in drafts}
+
+
+WORD_KEYS = {"description", "title", "examples", "$comment"}
+schemas = st.recursive(
+    st.fixed_dictionaries({"type": st.sampled_from(["string", "integer"])},
+                          optional={"description": st.text(max_size=20),
+                                    "title": st.text(max_size=5), "minimum": st.integers()}),
+    lambda inner: st.fixed_dictionaries(
+        {"type": st.just("object"),
+         "properties": st.dictionaries(st.sampled_from(["description", "title", "page", "q"]),
+                                       inner, max_size=4)},
+        optional={"description": st.text(max_size=20), "$comment": st.text(max_size=5),
+                  "examples": st.lists(st.text(max_size=5), max_size=2)}),
+    max_leaves=8)
+
+
+def words_left(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    if WORD_KEYS & set(schema):
+        return True
+    return any(words_left(s) for s in (schema.get("properties") or {}).values())
+
+
+@given(schemas)
+def test_a_draft_schema_keeps_the_structure_and_none_of_the_servers_words(
+        schema: dict[str, Any]) -> None:
+    kept = words_out(schema)
+    assert not words_left(kept)
+    # Arguments called `description` or `title` are arguments: they stay, with their types.
+    assert set(kept.get("properties") or {}) == set(schema.get("properties") or {})
+    assert kept["type"] == schema["type"] and words_out(kept) == kept
 
 
 def test_check_exits_0_1_2_and_shows_each_drift_as_a_diff(
