@@ -54,17 +54,32 @@ class Pins(Protocol):
 
 def result_json(result: types.CallToolResult, max_bytes: int) -> Any:
     """What an upstream's answer becomes for the model: its `structuredContent` when it has
-    one, else `{"content": [...]}` of its text blocks, every other block by type and size
-    (`{"type": "image", "mimeType": …, "bytes": N}`). Over `max_bytes` of JSON (UTF-8):
-    ResultTooLarge."""
+    one; else the JSON object its one text block holds (Superset 6.1 answers so: a listing
+    then keeps whole entries when trimmed); else `{"content": [...]}` of its text blocks,
+    every other block by type and size (`{"type": "image", "mimeType": …, "bytes": N}`).
+    Over `max_bytes` of JSON (UTF-8): ResultTooLarge."""
     if result.structured_content is not None:
         value: Any = result.structured_content
     else:
-        value = {"content": [block_json(b) for b in result.content]}
+        value = json_text(result.content)
+        if value is None:
+            value = {"content": [block_json(b) for b in result.content]}
     size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
     if size > max_bytes:
         raise ResultTooLarge(f"the upstream's result is {size} bytes, over {max_bytes}")
     return value
+
+
+def json_text(content: list[types.ContentBlock]) -> dict[str, Any] | None:
+    """The object a result's only block holds as JSON text, or None (still untrusted data:
+    parsed, never followed; linear in its size, which the transport already capped)."""
+    if len(content) != 1 or not isinstance(content[0], types.TextContent):
+        return None
+    try:
+        value = json.loads(content[0].text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def block_json(block: types.ContentBlock) -> dict[str, Any]:

@@ -10,9 +10,11 @@ import json
 from typing import Any
 
 import jsonschema
+import mcp_types as types
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from agentchat.agent.gate.upstream_calls import result_json
 from agentchat.agent.graph.calls import tool_schemas
 from agentchat.agent.graph.offline.planner import OfflinePlanner
 from agentchat.agent.graph.offline.upstream_intents import upstream_intent
@@ -74,6 +76,13 @@ def test_execute_sql_is_off_even_with_the_reads_on() -> None:
     assert sql is not None and sql.risk == "destructive" and sql.needs_card("ss-dev")
 
 
+def as_the_model_reads(answer: dict[str, Any]) -> str:
+    """Superset's answer (one text block of JSON) as the gate hands it to the model."""
+    result = types.CallToolResult(content=[types.TextContent(type="text",
+                                                             text=json.dumps(answer))])
+    return json.dumps(result_json(result, 10**6), ensure_ascii=False)
+
+
 def test_the_answer_names_what_superset_listed() -> None:
     """Superset answers one text block of JSON, its list under its own key: the planner's
     answer counts and names the items, in the turn's language, by our tool's title."""
@@ -84,8 +93,7 @@ def test_the_answer_names_what_superset_listed() -> None:
     tools = tool_schemas(CATALOG, [call["name"]], "en")
     thread = [HumanMessage(text, id="h1"),
               AIMessage("", tool_calls=[{**call, "id": "c1", "type": "tool_call"}]),
-              ToolMessage(json.dumps({"content": [{"type": "text", "text": json.dumps(listed)}]}),
-                          tool_call_id="c1", name=call["name"])]
+              ToolMessage(as_the_model_reads(listed), tool_call_id="c1", name=call["name"])]
     answer = OfflinePlanner().bind_tools(tools).invoke(thread)
     assert answer.content == ("“Superset dashboards”: 2 found.\n- “Sales Dashboard” (#1)\n"
                               "- “Video Game Sales” (#3)")
@@ -96,8 +104,7 @@ def test_one_object_is_told_by_its_name_and_number() -> None:
     from agentchat.agent.graph.offline.said import Said
 
     dataset = {"id": 1, "table_name": "bart_lines", "columns": [{"name": "color"}]}
-    result = ToolMessage(json.dumps({"content": [{"type": "text", "text": json.dumps(dataset)}]}),
-                         tool_call_id="c1")
+    result = ToolMessage(as_the_model_reads(dataset), tool_call_id="c1")
     said = Said("en", {"superset__get_dataset_info": "Superset dataset details"}, {})
     assert summarize(result, "superset__get_dataset_info", said) == (
         "“Superset dataset details”: “bart_lines” (#1).")

@@ -69,6 +69,14 @@ def test_text_and_json_only_by_type_and_size_otherwise_and_capped(
     if structured is not None:
         assert out == structured  # the JSON is preferred to its text copy
         return
+    if len(content) == 1 and isinstance(content[0][0], types.TextContent):
+        try:
+            held = json.loads(content[0][1])
+        except ValueError:
+            held = None
+        if isinstance(held, dict):
+            assert out == held  # one block of JSON text: the object it holds
+            return
     assert len(out["content"]) == len(content)
     for got, (block, held) in zip(out["content"], content, strict=True):
         if isinstance(block, types.TextContent):
@@ -83,6 +91,19 @@ def test_text_and_json_only_by_type_and_size_otherwise_and_capped(
 @given(st.binary(max_size=300))
 def test_base64_size_is_the_decoded_size(data: bytes) -> None:
     assert b64_size(base64.b64encode(data).decode()) == len(data)
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+       st.sampled_from(["", " ", "\n"]))
+def test_one_block_of_json_text_is_the_object_it_holds(held: dict[str, Any], pad: str) -> None:
+    text = pad + json.dumps(held, ensure_ascii=False) + pad
+    one = types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+    assert result_json(one, 10**9) == held
+    # Two blocks, or a JSON array or scalar: the blocks as they are.
+    two = types.CallToolResult(content=[types.TextContent(type="text", text=text)] * 2)
+    assert result_json(two, 10**9) == {"content": [{"type": "text", "text": text}] * 2}
+    listing = types.CallToolResult(content=[types.TextContent(type="text", text="[1, 2]")])
+    assert result_json(listing, 10**9) == {"content": [{"type": "text", "text": "[1, 2]"}]}
 
 
 def test_a_ten_megabyte_answer_is_refused_not_kept() -> None:

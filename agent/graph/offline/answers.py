@@ -50,7 +50,6 @@ def summarize(result: ToolMessage, tool: str | None, said: Said) -> str:
     summary = SUMMARIES.get(tool or "")
     if summary is not None:
         return summary(data, said)
-    data = _json_block(data)
     items = data.get("items")
     if not isinstance(items, list) and ("count" in data or "total_count" in data):
         # A listing under another team's name for it ("dashboards", "charts").
@@ -62,20 +61,6 @@ def summarize(result: ToolMessage, tool: str | None, said: Said) -> str:
         return generic_object(data, tool, said)
     return said.t(f"Готово: действие {said.title(tool)} выполнено.",
                   f"Done: {said.title(tool)}.")
-
-
-def _json_block(data: dict[str, Any]) -> dict[str, Any]:
-    """An upstream MCP tool's result whose one text block is a JSON object (Superset's
-    answers): that object; anything else as it is."""
-    blocks = data.get("content") if set(data) == {"content"} else None
-    if not (isinstance(blocks, list) and len(blocks) == 1 and isinstance(blocks[0], dict)
-            and blocks[0].get("type") == "text"):
-        return data
-    try:
-        inner = json.loads(str(blocks[0].get("text") or ""))
-    except ValueError:
-        return data
-    return inner if isinstance(inner, dict) else data
 
 
 # -- not done --------------------------------------------------------------------------------
