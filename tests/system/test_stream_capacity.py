@@ -11,6 +11,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,10 +178,16 @@ def test_a_turn_saves_one_checkpoint_at_its_end_with_the_whole_exchange(
 
     stack, agent, _ = agents
     alice = stack.token("alice")
-    first = say(agent, alice, "echo 5 words")
+    # One tab's two messages (its tab_id): another tab would wait out the lease (30 s).
+    tab = "tab-" + uuid.uuid4().hex
+
+    def message(text: str) -> dict[str, Any]:
+        return {"text": text, "files": [], "tab_id": tab}
+
+    first = say(agent, alice, message("echo 5 words"))
     assert first.kind == "final", first.types()
     cid = first.conversation_id
-    second = when_free(lambda: say(agent, alice, "echo 3 words", None, cid))
+    second = when_free(lambda: say(agent, alice, message("echo 3 words"), None, cid))
     assert second.kind == "final", second.types()
     count = "SELECT count(*) AS n FROM checkpoints WHERE thread_id=%s"
     assert rows(stack.database_url, count, cid)[0]["n"] == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -93,10 +94,22 @@ def _args(files: list[Path] | tuple[Path, ...], sets: dict[str, Any] | None) -> 
 def render(files: list[Path] | tuple[Path, ...] = (), sets: dict[str, Any] | None = None, *,
            release: str = "t", namespace: str = "agentchat",
            kube_version: str | None = None) -> list[dict[str, Any]]:
-    """`helm template` (hooks and tests included) parsed into a list of objects."""
-    args = ["template", release, str(CHART), "--namespace", namespace,
-            "--kube-version", kube_version or OLDEST_NATIVE, *_args(files, sets)]
-    return [d for d in yaml.safe_load_all(run_helm(*args)) if d]
+    """`helm template` (hooks and tests included) parsed into a list of objects (fresh ones on
+    every call: a test may change what it gets)."""
+    # The suite renders the same values sets again and again (the matrix in several modules):
+    # helm runs once per distinct input in a test process, the values files' bytes included.
+    key = (tuple((str(f), Path(f).read_bytes()) for f in files),
+           json.dumps(sets, sort_keys=True, default=str), release, namespace, kube_version)
+    if key not in _RENDERED:
+        args = ["template", release, str(CHART), "--namespace", namespace,
+                "--kube-version", kube_version or OLDEST_NATIVE, *_args(files, sets)]
+        _RENDERED[key] = run_helm(*args)
+    # libyaml's parser where PyYAML has it: the same objects, a tenth of the time.
+    return [d for d in yaml.load_all(_RENDERED[key], Loader=_SafeLoader) if d]
+
+
+_RENDERED: dict[tuple[Any, ...], str] = {}
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def lint(files: list[Path] | tuple[Path, ...] = (), sets: dict[str, Any] | None = None) -> str:
