@@ -21,7 +21,13 @@ from agentchat.identity import DevUserIssuer
 from agentchat.keys import KeyRing, ensure_ring
 from agentchat.settings import SharedSettings
 from testkit.stack import Stack, stack_on_own_database
-from testkit.support import Service, create_database, drop_database, start_openai_stub
+from testkit.support import (
+    Service,
+    create_database,
+    drop_database,
+    start_openai_stub,
+    stop_all,
+)
 
 
 @pytest.fixture(scope="session")
@@ -80,8 +86,7 @@ def stack(shared_stack: Stack) -> Iterator[Stack]:
     shared_stack.reset_sandbox()
     base = len(shared_stack.agents)
     yield shared_stack
-    for extra in shared_stack.agents[base:]:
-        extra.stop()
+    stop_all(shared_stack.agents[base:])
     del shared_stack.agents[base:]
     shared_stack.reset_sandbox()
 

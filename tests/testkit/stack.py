@@ -24,9 +24,11 @@ import yaml
 from agentchat.identity import DEMO_USERS, DevUserIssuer
 from agentchat.keys import ensure_ring
 from agentchat.settings import PACKAGE_DATA, SharedSettings
-from testkit.support import Service, create_database, drop_database, free_port
+from testkit.support import Service, create_database, drop_database, free_port, stop_all
 
 CLIENT_SECRET = "stack-test-secret"
+# An agent's start is its slowest (Gradio's apps, the tool index) on a loaded 2-core machine.
+AGENT_START_S = 90.0
 
 
 @dataclass
@@ -65,11 +67,11 @@ class Stack:
                 "AGENTCHAT_MODE": "dev", "AGENTCHAT_SANDBOX_CLIENT_SECRET": CLIENT_SECRET,
                 "AGENTCHAT_SANDBOX_TASK_STEP_S": "0.2"}
 
-    def start_sandbox(self) -> Service:
+    def start_sandbox(self, *, wait: bool = True) -> Service:
         port = free_port()
         self.sandbox = Service(["sandbox", "--port", str(port)], env=self.base_env(), port=port,
-                               log=self.data_dir / "sandbox.log").start()
-        return self.sandbox
+                               log=self.data_dir / "sandbox.log").spawn()
+        return self.sandbox.wait_ready() if wait else self.sandbox
 
     def self_approved_policy(self) -> Path:
         """The shipped policy without its approvals.yaml: every card is the requester's own
@@ -81,15 +83,17 @@ class Stack:
                             ignore=shutil.ignore_patterns("approvals.yaml"))
         return folder
 
-    def start_policy(self, port: int | None = None) -> Service:
+    def start_policy(self, port: int | None = None, *, wait: bool = True) -> Service:
         port = port or free_port()
         env = {**self.base_env(), "AGENTCHAT_POLICY_DECISION_LOG_STDOUT": "false",
                "AGENTCHAT_POLICY_DIR": str(self.self_approved_policy()), **self.policy_env}
         self.policy = Service(["policy", "serve", "--port", str(port)], env=env, port=port,
-                              ready_path="/readyz", log=self.data_dir / "policy.log").start()
-        return self.policy
+                              ready_path="/readyz", log=self.data_dir / "policy.log").spawn()
+        return self.policy.wait_ready() if wait else self.policy
 
-    def start_agent(self, **env: str) -> Service:
+    def start_agent(self, *, wait: bool = True, **env: str) -> Service:
+        """An agent on this stack's sandbox and sidecar (it needs neither to start: it reaches
+        them per request), with `env` over the defaults below."""
         assert self.sandbox and self.policy
         port = free_port()
         full = {**self.base_env(),
@@ -111,9 +115,18 @@ class Stack:
                 "AGENTCHAT_AGENT_TUNING__MAX_REST_WRITES_PER_MINUTE_PER_USER": "100000",
                 **self.agent_env, **env}
         agent = Service(["serve", "--port", str(port)], env=full, port=port,
-                        log=self.data_dir / f"agent-{len(self.agents)}.log").start(timeout=90)
-        self.agents.append(agent)
+                        log=self.data_dir / f"agent-{len(self.agents)}.log").spawn()
+        if wait:  # one that never gets ready is stopped and left out, as before
+            agent.wait_ready(AGENT_START_S)
+        self.agents.append(agent)  # not waited for: listed at once, so the stack stops it
         return agent
+
+    def start_agents(self, *envs: dict[str, str]) -> list[Service]:
+        """Several agents started side by side, each with its `env`: an agent spends seconds
+        of CPU starting, and the test process's other services and the second worker often
+        leave a core idle meanwhile."""
+        spawned = [self.start_agent(wait=False, **env) for env in envs]
+        return [agent.wait_ready(AGENT_START_S) for agent in spawned]
 
     def reset_sandbox(self) -> None:
         assert self.sandbox
@@ -141,9 +154,9 @@ class Stack:
         return str(resp.json()["access_token"])
 
     def stop(self) -> None:
-        for svc in [*self.agents, self.policy, self.sandbox]:
-            if svc is not None:
-                svc.stop()
+        # The agents first (a draining agent may still call the sidecar and the sandbox).
+        stop_all(self.agents)
+        stop_all([self.policy, self.sandbox])
 
     def node_env(self) -> dict[str, str]:
         toks = self.tokens()
@@ -162,9 +175,12 @@ def running_stack(data_dir: Path, database_url: str, *, catalog_path: Path | Non
     stack = Stack(data_dir=data_dir, database_url=database_url, agent_env=dict(agent_env),
                   policy_env=dict(policy_env or {}), catalog_path=catalog_path)
     try:
-        stack.start_sandbox()
-        stack.start_policy()
-        stack.start_agent()
+        # Side by side: none of the three needs another to start.
+        sandbox, policy = stack.start_sandbox(wait=False), stack.start_policy(wait=False)
+        agent = stack.start_agent(wait=False)
+        sandbox.wait_ready()
+        policy.wait_ready()
+        agent.wait_ready(AGENT_START_S)
         yield stack
     except Exception:
         for svc in [*stack.agents, stack.policy, stack.sandbox]:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -94,6 +94,12 @@ class Service:
         self.proc: subprocess.Popen[bytes] | Forked | None = None
 
     def start(self, timeout: float = 60.0) -> Service:
+        return self.spawn().wait_ready(timeout)
+
+    def spawn(self) -> Service:
+        """Start the process without waiting for it: services that do not need each other
+        at start (a stack's three, a module's extra agents) start side by side, then
+        `wait_ready` each."""
         if self.exe == [AGENTCHAT] and forkable(self.env):
             self.proc = ForkServer.spawn(self.args, env=self.env, cwd=ROOT, log=self.log_path)
         else:
@@ -102,6 +108,10 @@ class Service:
                 [*self.exe, *self.args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 cwd=ROOT, preexec_fn=_child_setup,
             )
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> Service:
+        assert self.proc is not None, "spawn() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -120,10 +130,20 @@ class Service:
         return ""
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        self.terminate(sig)
+        self.reap(timeout)
+
+    def terminate(self, sig: int = signal.SIGTERM) -> None:
+        """`sig` to the service's process group, without waiting for it to exit."""
         if self.proc is None or self.proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
+
+    def reap(self, timeout: float = 10.0) -> None:
+        """Wait for the exit; SIGKILL what is still running after `timeout`."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -139,6 +159,17 @@ class Service:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_all(services: Iterable[Service | None], timeout: float = 10.0) -> None:
+    """`stop` several services side by side: SIGTERM to each, then each reaped as `stop` does.
+    A graceful stop can take seconds (an agent's drain, an operator's cleanup); one after the
+    other, those add up."""
+    listed = [svc for svc in services if svc is not None]
+    for svc in listed:
+        svc.terminate()
+    for svc in listed:
+        svc.reap(timeout)
 
 
 @contextlib.contextmanager
