@@ -27,14 +27,15 @@ def js_stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
     # superset_explore_database times out after 2 s here (the timeout test).
     catalog = catalog_with_timeouts(tmp, {"superset_explore_database": 2})
     with stack_on_own_database(pg_server, migrated_template, tmp, catalog_path=catalog) as s:
-        # agents[1]: paced like a real model, for cancel and multi-tab tests
-        s.start_agent(AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.05")
-        # agents[2]: a model endpoint that refuses connections
-        s.start_agent(AGENTCHAT_AGENT_LLM="openai:gpt-4o-mini",
-                      AGENTCHAT_AGENT_LLM_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
-                      AGENTCHAT_AGENT_LLM_API_KEY="unused", AGENTCHAT_AGENT_LLM_TIMEOUT_S="3")
-        # agents[3]: short card TTL and lease, for expiry and card-outlives-lease tests
-        s.start_agent(AGENTCHAT_AGENT_CONFIRMATION_TTL_S="3", AGENTCHAT_AGENT_TUNING__LEASE_S="1")
+        s.start_agents(
+            # agents[1]: paced like a real model, for cancel and multi-tab tests
+            {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.05"},
+            # agents[2]: a model endpoint that refuses connections
+            {"AGENTCHAT_AGENT_LLM": "openai:gpt-4o-mini",
+             "AGENTCHAT_AGENT_LLM_BASE_URL": f"http://127.0.0.1:{free_port()}/v1",
+             "AGENTCHAT_AGENT_LLM_API_KEY": "unused", "AGENTCHAT_AGENT_LLM_TIMEOUT_S": "3"},
+            # agents[3]: short card TTL and lease, for expiry and card-outlives-lease tests
+            {"AGENTCHAT_AGENT_CONFIRMATION_TTL_S": "3", "AGENTCHAT_AGENT_TUNING__LEASE_S": "1"})
         yield s
 
 

@@ -46,15 +46,21 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def start_replica(stack: Stack, **env: str) -> tuple[Service, Service]:
-    """One more agent with a sidecar of its own (as in a pod), on the stack's database."""
+    """One more agent with a sidecar of its own (as in a pod), on the stack's database; the
+    two start side by side (the agent needs its sidecar only per request)."""
     port = free_port()
     policy = Service(["policy", "serve", "--port", str(port)],
                      env={**stack.base_env(), "AGENTCHAT_POLICY_DECISION_LOG_STDOUT": "false",
                           "AGENTCHAT_POLICY_DIR": str(stack.self_approved_policy()),
                           **stack.policy_env},
                      port=port, ready_path="/readyz",
-                     log=stack.data_dir / f"policy-{port}.log").start()
-    agent = stack.start_agent(AGENTCHAT_AGENT_POLICY_URL=policy.url, **env)
+                     log=stack.data_dir / f"policy-{port}.log").spawn()
+    try:
+        agent = stack.start_agent(AGENTCHAT_AGENT_POLICY_URL=policy.url, **env)
+        policy.wait_ready()
+    except BaseException:
+        policy.stop()
+        raise
     return agent, policy
 
 
