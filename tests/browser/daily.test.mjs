@@ -7,8 +7,9 @@
 // and the card's words. Each new state: a screenshot, axe-core (0 serious or critical), no CSP
 // violation. Found by role and accessible name, as panel.test.mjs does.
 //
-// Real time (no Playwright clock): the heartbeat is the agent's own, 15 s by default, and a
-// silent cut is noticed after two missed beats.
+// Real time (no Playwright clock): the heartbeat is the agent's own (15 s by default; this
+// file's agent beats every 5 s, test_panel.py), and a silent cut is noticed after two missed
+// beats.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import {

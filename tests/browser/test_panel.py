@@ -5,8 +5,11 @@ turn (host.test.mjs, host/), issue 35's branches (branches.test.mjs), and hostil
 (markdown.test.mjs).
 
 One stack for the module: agent A (offline planner paced at 30 tokens/s, so streams can be
-watched, stopped and cut) and agent B (its model the OpenAI-compatible stub, which a test makes
-refuse and then answer). The page test stops agent A at its end, so it runs last.
+watched, stopped and cut), agent B (its model the OpenAI-compatible stub, which a test makes
+refuse and then answer) and agent C, A with a 5 s `/chat` heartbeat for the daily-use tests (a
+silent cut is noticed after two missed beats: 10 s rather than A's 30 of real time; the page
+reads the interval from the agent's config.json). The page test stops agent A at its end, so
+it runs last.
 
 Debian's /usr/bin/chromium through playwright-core (tests/js/node_modules, `make js`); without a
 browser the tests skip and say why, except under CI=true, where that is a failure. The page
@@ -56,9 +59,11 @@ def panel_stack(chromium: Path, tmp_path_factory: pytest.TempPathFactory, pg_ser
     with stack_on_own_database(pg_server, migrated_template, tmp_path_factory.mktemp("panel"),
                                AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.03",
                                AGENTCHAT_AGENT_TUNING__SELECTION_EMBEDDINGS="none") as s:
-        s.start_agent(AGENTCHAT_AGENT_LLM="openai:stub", AGENTCHAT_AGENT_LLM_BASE_URL=stub.url +
-                      "/v1", AGENTCHAT_AGENT_LLM_API_KEY="unused",
-                      AGENTCHAT_AGENT_LLM_TIMEOUT_S="5")
+        s.start_agents({"AGENTCHAT_AGENT_LLM": "openai:stub",
+                        "AGENTCHAT_AGENT_LLM_BASE_URL": stub.url + "/v1",
+                        "AGENTCHAT_AGENT_LLM_API_KEY": "unused",
+                        "AGENTCHAT_AGENT_LLM_TIMEOUT_S": "5"},
+                       {"AGENTCHAT_AGENT_TUNING__STREAM_HEARTBEAT_S": "5"})
         yield s
 
 
@@ -102,10 +107,10 @@ def test_the_library_in_a_host_app(panel_stack: Stack, tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_daily_use(panel_stack: Stack, tmp_path: Path) -> None:
     """Issue 36 (daily.test.mjs): Markdown, history titles, endless lists, rename, uploads, a
-    silent cut noticed by the heartbeat, Stop on a rejoined run, the card's words. Before the
-    002 rows, whose last test stops agent A."""
+    silent cut noticed by the heartbeat (agent C's), Stop on a rejoined run, the card's words.
+    Before the 002 rows, whose last test stops agent A."""
     shots = tmp_path / "screenshots"
-    _node(panel_stack, "daily.test.mjs", shots, 540)
+    _node(panel_stack, "daily.test.mjs", shots, 540, AGENT_URL=panel_stack.agents[2].url)
     assert len(list(shots.glob("d*.png"))) >= 9, "a screenshot of every new state"
 
 
