@@ -17,7 +17,7 @@ from test_operator_kopf import NS, cluster, conditions, wait_for
 
 from agentchat.operator import constants as c
 from testkit.kube_emulator import KubeEmulator
-from testkit.support import AGENTCHAT, ROOT, Service, free_port
+from testkit.support import AGENTCHAT, ROOT, Service, free_port, stop_all
 
 __all__ = ["cluster"]
 
@@ -52,8 +52,7 @@ def chart_operator(cluster: KubeEmulator, tmp_path: Path) -> Iterator[Callable[[
         return svc
 
     yield start
-    for svc in started:
-        svc.stop()
+    stop_all(started)
 
 
 def _create(cluster: KubeEmulator, name: str, release: str, spec: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from agentchat.identity import JwksFile, service_verifier
 from agentchat.keys import KeyRing, sign_service_token, write_atomic
 from agentchat.settings import SharedSettings
 from testkit.kube_emulator import KubeEmulator
-from testkit.support import Service, free_port
+from testkit.support import Service, free_port, stop_all
 
 NS = "team-a"
 LEEWAY = 2
@@ -49,15 +49,17 @@ def operator_factory(cluster: KubeEmulator, tmp_path: Path) -> Iterator[Callable
                  "AGENTCHAT_JWT_LEEWAY_S": str(LEEWAY),
                  "AGENTCHAT_DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": "",
                  # dev: these tests rotate keys in seconds (prePublicationSeconds below 120)
-                 "AGENTCHAT_MODE": "dev"},
+                 "AGENTCHAT_MODE": "dev",
+                 # Nothing is deleted while these stop: a short watch for it (3 s by default;
+                 # chart_operator keeps it, for test_operator_day_two's uninstall).
+                 "AGENTCHAT_OPERATOR_RELEASE_ON_STOP_S": "0.3"},
             port=port, ready_path="/healthz", log=tmp_path / f"operator-{len(started)}.log",
         ).start()
         started.append(svc)
         return svc
 
     yield start
-    for svc in started:
-        svc.stop()
+    stop_all(started)
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0,
