@@ -63,8 +63,6 @@ def test_unset_mode_is_production(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("env", "reason"), [
     ({"AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
      "placeholder service client secret is refused outside dev"),
-    ({"AGENTCHAT_AGENT_SERVICE_CLIENT_SECRET": "dev-client-secret"},
-     "placeholder service client secret is refused outside dev"),
     # The benchmarks' baselines: no audit trail, no run event log.
     ({"AGENTCHAT_AGENT_AUDIT": "false"}, "AGENTCHAT_AGENT_AUDIT=false: for benchmarks and "
      "tests only, refused outside dev mode (AGENTCHAT_MODE=dev)"),
