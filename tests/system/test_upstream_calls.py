@@ -337,7 +337,8 @@ def _status_kb(pid: int, field: str) -> int:
 def test_a_ten_megabyte_answer_is_refused_without_being_read(
         stack: Stack, model: Service, fresh: dict[str, UpstreamServer]) -> None:
     fresh["superset"].behave("list_dashboards", result_bytes=10_000_000)
-    assert stack.agent.proc is not None
+    assert stack.agent.proc is not None and stack.agent.log_path is not None
+    logged = stack.agent.log_path.stat().st_size
     outs: list[Outcome] = []
 
     def ask() -> None:
@@ -358,3 +359,9 @@ def test_a_ten_megabyte_answer_is_refused_without_being_read(
     assert failed.is_error is True
     assert (failed.structured_content["code"], failed.structured_content["reason"]) == (
         "TOOL_FAILURE", "result_too_large")
+    # An expected outcome, counted and audited: no stack trace in the agent's log (the SDK's
+    # read is cut inside its transport).
+    with stack.agent.log_path.open("rb") as f:
+        f.seek(logged)
+        log = f.read().decode(errors="replace")
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
