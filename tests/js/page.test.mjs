@@ -47,10 +47,16 @@ async function openPage(user = "alice", context = browser) {
   await page.goto(env("GRADIO_URL"));
   await page.locator("#agentchat-chatbot").waitFor(WAIT);
   if (user !== "alice") {
+    // Another user clears the page (a round trip that also empties the input box): the text
+    // typed here is gone once it has landed. A message sent before that was cleared with it
+    // under load (the user message never showed).
+    await page.locator("#agentchat-input textarea").fill("(switching users)");
     await page.locator("#agentchat-user input").click();
     await page.locator(`#agentchat-user [role=option][aria-label="${user}"]`).click();
     await page.waitForFunction(
       (u) => document.querySelector("#agentchat-user input")?.value === u, user, WAIT);
+    await page.waitForFunction(
+      () => document.querySelector("#agentchat-input textarea")?.value === "", null, WAIT);
   }
   return page;
 }
