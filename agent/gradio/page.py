@@ -348,8 +348,9 @@ def _frame(view: _Transcript, box: Any) -> tuple[Any, ...]:
             card, gr.update(active=granted))
 
 
-def _cleared(_: Any, request: gr.Request) -> tuple[Any, ...]:
-    """Another user: an empty page (a new conversation)."""
+async def _cleared(_: Any, request: gr.Request) -> tuple[Any, ...]:
+    """Another user: an empty page (a new conversation). A coroutine, so it runs on the loop in
+    the order it was asked, not in Gradio's thread pool behind a send that came after it."""
     return _frame(_Transcript([], "", _lang_of(request)), "")
 
 
