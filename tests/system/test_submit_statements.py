@@ -31,12 +31,13 @@ from testkit.stack import Stack
 # LangGraph's tables; the run writer's inserts and updates (a submit only reads `runs`); the
 # approvals' notifier (its own task, polling the outbox: agent/chat/notify.py); the takeover
 # poller (its own task, looking for dead replicas' runs: agent/storage/takeovers.py); the
-# sweeper's first pass, which a fast start can bring into the first window (its orphans and
-# the audit's retention cut: agent/chat/sweeper.py).
+# sweeper's first pass, which a fast start can bring into the first window (its orphans, the
+# audit's retention cut and the stored MCP calls' prune: agent/chat/sweeper.py).
 NOT_THE_SUBMITS = re.compile(r"\bcheckpoint\w*|\brun_events\b|\b(INSERT INTO|UPDATE) runs\b"
                              r"|\bSELECT epoch FROM runs WHERE id\b"
                              r"|\bapproval_outbox\b|'attempts_used_up'|\bWITH orphans AS\b"
-                             r"|\bmin\(seq\) - 1 FROM audit_rows\b", re.I)
+                             r"|\bmin\(seq\) - 1 FROM audit_rows\b|\bDELETE FROM gated_calls\b",
+                             re.I)
 TOOL_STARTS = re.compile(r"INSERT INTO tool_calls\b", re.I)
 GRAPH = re.compile(r"\bcheckpoint", re.I)
 
@@ -55,11 +56,16 @@ def wired(stack: Stack) -> Iterator[tuple[Any, PgWire]]:
 
 def units(log: list[Message]) -> list[list[Message]]:
     """Each connection's messages cut into what the agent sent together: a transaction
-    (BEGIN … COMMIT) whole, else up to each round trip; in the order they ended."""
+    (BEGIN … COMMIT) whole, else up to each round trip; in the order they ended. The tail of
+    a transaction that began before the window (its COMMIT comes before any BEGIN on its
+    connection) is left out: what the window's submit sends begins in it."""
+    begun_before = _begun_before(log)
     open_: dict[int, list[Message]] = {}
     in_tx: dict[int, bool] = {}
     done: list[list[Message]] = []
-    for m in log:
+    for i, m in enumerate(log):
+        if i <= begun_before.get(m.conn, -1):
+            continue
         unit = open_.setdefault(m.conn, [])
         unit.append(m)
         word = m.sql.strip().upper()
@@ -70,6 +76,23 @@ def units(log: list[Message]) -> list[list[Message]]:
         if m.kind in ("sync", "query") and not in_tx.get(m.conn):
             done.append(open_.pop(m.conn))
     return done
+
+
+def _begun_before(log: list[Message]) -> dict[int, int]:
+    """Per connection, the index of the COMMIT or ROLLBACK ending a transaction that was
+    already open when the log began (a background pass the window cut into)."""
+    seen: set[int] = set()
+    ends: dict[int, int] = {}
+    for i, m in enumerate(log):
+        if m.conn in seen:
+            continue
+        word = m.sql.strip().upper()
+        if word.startswith("BEGIN"):
+            seen.add(m.conn)
+        elif word.startswith(("COMMIT", "ROLLBACK")):
+            ends[m.conn] = i
+            seen.add(m.conn)
+    return ends
 
 
 def window(log: list[Message], end: re.Pattern[str] = TOOL_STARTS
@@ -149,3 +172,22 @@ def test_each_kind_of_submit_costs_at_most_three_round_trips(
                          follow[1][2], "COMMIT"], follow[1]
     assert follow[1][2].startswith("WITH conv AS ( SELECT id, is_archived FROM conversa")
     assert follow[0] == 1
+
+
+def test_a_background_transaction_cut_by_the_window_is_not_the_submits() -> None:
+    """A pass that began before the window (its BEGIN cleared with the log) ends inside it:
+    its tail is left out, while the submit's own transaction is counted whole."""
+    def msg(conn: int, kind: str, sql: str = "") -> Message:
+        return Message(conn, kind, sql, 0.0)
+
+    log = [msg(1, "parse", "SELECT pg_advisory_xact_lock($1)"), msg(1, "sync"),
+           msg(2, "query", "BEGIN"),
+           msg(1, "parse", "SELECT seq, hash FROM audit_head"), msg(1, "sync"),
+           msg(2, "parse", "INSERT INTO conversations"), msg(2, "sync"),
+           msg(1, "query", "COMMIT"),
+           msg(2, "query", "COMMIT"),
+           msg(1, "parse", "SELECT 1"), msg(1, "sync")]
+    found, checks = window(log)
+    assert [[m.sql for m in unit if m.sql] for unit in found] == [
+        ["BEGIN", "INSERT INTO conversations", "COMMIT"], ["SELECT 1"]]
+    assert round_trips(found) == 4 and checks == 0
