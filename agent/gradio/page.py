@@ -349,8 +349,7 @@ def _frame(view: _Transcript, box: Any) -> tuple[Any, ...]:
 
 
 async def _cleared(_: Any, request: gr.Request) -> tuple[Any, ...]:
-    """Another user: an empty page (a new conversation). A coroutine, so it runs on the loop in
-    the order it was asked, not in Gradio's thread pool behind a send that came after it."""
+    """Another user: an empty page; a coroutine, so it runs in order, not in a pool thread."""
     return _frame(_Transcript([], "", _lang_of(request)), "")
 
 
