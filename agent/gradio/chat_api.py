@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agentchat.agent.chat import ChatRequest, Run, to_message, with_heartbeats
@@ -40,7 +40,7 @@ def authenticate(verifier: Verifier, req: ChatRequest,
 
 async def run_chat(services: Services, *, message: Any, action: Any, conversation_id: Any,
                    uicontext: Any, user_id: Any, user_jwt: Any, env_id: Any, headers: Any,
-                   session: str) -> AsyncIterator[dict[str, Any]]:
+                   session: str) -> AsyncGenerator[dict[str, Any], None]:
     chat = services.chat
     seq = 0
     started = time.monotonic()

@@ -11,6 +11,7 @@ from starlette.datastructures import Headers
 
 from agentchat.agent.chat import UploadLimits
 from agentchat.agent.gradio.blocks import build_blocks, build_page_blocks
+from agentchat.agent.gradio.chat_queue import ChatQueue
 from agentchat.agent.gradio.file_guard import GradioFileGuard
 from agentchat.agent.gradio.page_headers import PageRedirect, PageSecurityHeaders
 from agentchat.agent.gradio.session_guard import GradioSessionGuard
@@ -57,7 +58,16 @@ def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) 
     if settings.page_on:
         _mount_one(app, build_page_blocks(holder, settings),
                    settings.tuning.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
-    return _mount_one(app, build_blocks(holder, settings), settings.tuning.mount_path, settings)
+    blocks = build_blocks(holder, settings)
+    # /chat's queue routes (chat_queue.py), matched before the mount's.
+    queue = ChatQueue(holder, chat_fn_index(blocks), settings.tuning.chat_concurrency)
+    app.include_router(queue.router(settings.tuning.mount_path))
+    return _mount_one(app, blocks, settings.tuning.mount_path, settings)
+
+
+def chat_fn_index(blocks: gr.Blocks) -> int:
+    """The `fn_index` clients send for `/chat` (the config's dependency of api_name chat)."""
+    return next(fn._id for fn in blocks.fns.values() if fn.api_name == "chat")
 
 
 def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettings) -> FastAPI:

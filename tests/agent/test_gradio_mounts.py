@@ -5,10 +5,12 @@ opening the mount path is redirected, and the upload guard on both."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from agentchat.agent.api.main import api_router
 from agentchat.agent.main import MountPathClash, create_app
 from agentchat.agent.settings import AgentSettings
 from testkit.reliability import say
@@ -87,11 +89,19 @@ def test_gradio_is_matched_first_and_may_not_hide_a_rest_route(tmp_path: Path) -
     """Gradio's mounts come before the REST routes (a submit's several requests skip them);
     a mount path with REST routes under it is refused instead of hiding them."""
     app = create_app(AgentSettings(data_dir=tmp_path, mode="dev"))  # type: ignore[call-arg]
-    first = [getattr(r, "path", None) for r in app.router.routes
-             if getattr(r, "path", "").startswith("/api/agent/gradio")]
-    assert first == ["/api/agent/gradio/page", "/api/agent/gradio"]
-    order = [getattr(r, "path", None) for r in app.router.routes]
-    assert order.index("/api/agent/gradio") < order.index(None)  # None: the REST router
+
+    def paths(route: Any) -> list[str]:  # an included router stands for its own routes
+        inner = getattr(route, "original_router", None)
+        return [p for r in inner.routes for p in paths(r)] if inner else [route.path]
+
+    order = [p for r in app.router.routes for p in paths(r)]
+    queue = "/api/agent/gradio/gradio_api/"
+    # The page's app, /chat's queue routes (chat_queue.py), then /chat's app.
+    assert [p for p in order if p.startswith("/api/agent/gradio")] == [
+        "/api/agent/gradio/page", queue + "queue/join", queue + "queue/data", queue + "cancel",
+        "/api/agent/gradio"]
+    top = [getattr(r, "original_router", None) or r.path for r in app.router.routes]
+    assert top.index("/api/agent/gradio") < top.index(api_router)  # the REST routes after
     for clash in ("/api/agent", "/api/assistant/", "/"):
         with pytest.raises(MountPathClash, match="would hide the REST"):
             create_app(AgentSettings(data_dir=tmp_path, mode="dev",  # type: ignore[call-arg]
