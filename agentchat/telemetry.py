@@ -30,6 +30,7 @@ headers that carry tokens are always in the sanitize list, so their values becom
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 from collections.abc import MutableMapping, Sequence
@@ -37,7 +38,7 @@ from typing import Any
 
 from fastapi.telemetry import TelemetryConfig
 from opentelemetry import trace
-from opentelemetry.context import Context
+from opentelemetry.context import Context, attach
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.util.types import Attributes
 
@@ -189,6 +190,14 @@ def _every_request(scope: MutableMapping[str, Any]) -> bool:
 
 def _excluded(scope: MutableMapping[str, Any]) -> bool:
     return str(scope.get("path", "")).rstrip("/").rsplit("/", 1)[-1] in EXCLUDED_ROUTES
+
+
+def detached() -> contextvars.Context:
+    """The current context without its span, for a task that outlives the request that
+    started it (a turn after its `queue/join` answered): that task is a trace of its own."""
+    ctx = contextvars.copy_context()
+    ctx.run(attach, Context())
+    return ctx
 
 
 def shutdown() -> None:

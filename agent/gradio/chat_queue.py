@@ -31,13 +31,14 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from gradio.utils import diff, get_heartbeat_rate
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
 
 from agentchat.agent.gradio.chat_api import run_chat
 from agentchat.agent.wiring import ServiceHolder
 from agentchat.errors import ErrorCode
 from agentchat.http_errors import error_response
+from agentchat.telemetry import detached
 
 # /chat's inputs, in the order of its signature (blocks.py; docs/protocol.md §1).
 INPUTS = ("message", "action", "conversation_id", "uicontext", "user_id", "user_jwt", "env_id")
@@ -51,6 +52,14 @@ class JoinBody(BaseModel):
     data: list[Any] = Field(max_length=len(INPUTS))
     fn_index: int | None = None
     session_hash: str = Field(min_length=1, max_length=128)
+
+
+class CancelBody(BaseModel):
+    """What @gradio/client posts to cancel (Gradio's CancelBody)."""
+    model_config = ConfigDict(extra="ignore")
+    event_id: str = Field(max_length=128)
+    session_hash: str = Field(max_length=128)
+    fn_index: int | None = None
 
 
 @dataclass
@@ -89,12 +98,9 @@ class ChatQueue:
         router.add_api_route(api + "/cancel", self.cancel, methods=["POST"])
         return router
 
-    async def join(self, request: Request) -> Response:
-        try:
-            body = JoinBody.model_validate_json(await request.body())
-        except ValidationError:
-            return error_response(422, ErrorCode.INVALID_REQUEST,
-                                  "queue/join needs {data: [≤7 inputs], fn_index, session_hash}")
+    async def join(self, body: JoinBody, request: Request) -> Response:
+        # FastAPI parses the body: only as JSON (a cross-site form or text/plain post is 422,
+        # as it was on Gradio's route), and a malformed one is 422 INVALID_REQUEST.
         if body.fn_index is not None and body.fn_index != self.fn_index:
             return error_response(404, ErrorCode.NOT_FOUND, "no such function")
         session = self.sessions.get(body.session_hash)
@@ -106,7 +112,8 @@ class ChatQueue:
         session.pending.add(event_id)
         inputs = dict(zip(INPUTS, body.data, strict=False))
         session.tasks[event_id] = asyncio.create_task(
-            self._follow(session, body.session_hash, event_id, inputs, request.headers))
+            self._follow(session, body.session_hash, event_id, inputs, request.headers),
+            context=detached())
         return JSONResponse({"event_id": event_id})
 
     async def _follow(self, session: _Session, session_hash: str, event_id: str,
@@ -195,18 +202,11 @@ class ChatQueue:
                 if self.sessions.get(session_hash) is session:
                     del self.sessions[session_hash]
 
-    async def cancel(self, request: Request) -> Response:
+    async def cancel(self, body: CancelBody) -> Response:
         """Gradio's cancel: the submit's task is cancelled (run_chat stops its run), and the
         stream gets its completion, empty, as Gradio sends it."""
-        try:
-            doc = orjson.loads(await request.body())
-        except orjson.JSONDecodeError:
-            doc = None
-        if not isinstance(doc, dict):
-            return error_response(422, ErrorCode.INVALID_REQUEST,
-                                  "cancel needs {event_id, session_hash, fn_index}")
-        session = self.sessions.get(str(doc.get("session_hash")))
-        event_id = str(doc.get("event_id"))
+        session = self.sessions.get(body.session_hash)
+        event_id = body.event_id
         task = session.tasks.pop(event_id, None) if session else None
         if session is not None and task is not None:
             task.cancel()

@@ -123,6 +123,12 @@ def test_malformed_queue_requests_are_refused_and_store_nothing(stack: Stack) ->
         "no session": httpx.post(_api(stack) + "/queue/join", headers=auth, timeout=30,
                                  json={"data": ["hello"], "fn_index": _fn_index(stack)}),
         "another function": _join(stack, alice, session, ["hello"], fn_index=999),
+        # A cross-site form or text/plain post (no preflight) is not JSON to the route.
+        "text/plain": httpx.post(_api(stack) + "/queue/join", timeout=30,
+                                 headers={**auth, "Content-Type": "text/plain"},
+                                 content=json.dumps({"data": ["echo 3 words"],
+                                                     "fn_index": _fn_index(stack),
+                                                     "session_hash": session})),
         "cancel not an object": httpx.post(_api(stack) + "/cancel", content=b"[1]",
                                            headers=auth, timeout=30),
     }
