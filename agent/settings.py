@@ -100,6 +100,10 @@ class AgentTuning(ServerTuning, SelectionTuning):
     # interval.
     flush_events_per_s: float = Field(default=2500.0, ge=0)
     chat_concurrency: int = 1000
+    # /chat's queue sessions (agent/gradio/chat_queue.py): one nobody reads is dropped this long
+    # after its last submit ends, and a replica holds at most this many (the oldest unread goes).
+    chat_unread_session_s: float = Field(default=300.0, gt=0)
+    chat_sessions_max: int = Field(default=10_000, ge=1)
     # How long a job may wait in an idle Gradio queue before it starts (Gradio polls every
     # 1 ms, which costs an idle replica ~9 % of a core for its two mounted Blocks).
     gradio_queue_poll_s: float = Field(default=0.01, gt=0, le=0.5)

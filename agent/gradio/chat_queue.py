@@ -81,7 +81,7 @@ class ChatQueue:
     """The sessions of this process's `/chat` submits (a session is sticky to its replica)."""
 
     def __init__(self, holder: ServiceHolder, fn_index: int, concurrency: int,
-                 unread_ttl_s: float = 300.0, max_sessions: int = 10_000) -> None:
+                 unread_ttl_s: float, max_sessions: int) -> None:
         self.holder = holder
         self.fn_index = fn_index
         self.sessions: dict[str, _Session] = {}
@@ -198,7 +198,8 @@ class ChatQueue:
             if closed or not session.readers:
                 # Closed: nothing is pending. Dropped: its submits stop following (Gradio's
                 # clean_events); a later join starts a new session.
-                session.alive = closed and session.alive
+                if not closed:
+                    session.alive = False
                 if self.sessions.get(session_hash) is session:
                     del self.sessions[session_hash]
 

@@ -60,14 +60,16 @@ def _mount_gradio(app: FastAPI, holder: ServiceHolder, settings: AgentSettings) 
                    settings.tuning.mount_path.rstrip("/") + PAGE_SUBPATH, settings)
     blocks = build_blocks(holder, settings)
     # /chat's queue routes (chat_queue.py), matched before the mount's.
-    queue = ChatQueue(holder, chat_fn_index(blocks), settings.tuning.chat_concurrency)
+    tuning = settings.tuning
+    queue = ChatQueue(holder, chat_fn_index(blocks), tuning.chat_concurrency,
+                      tuning.chat_unread_session_s, tuning.chat_sessions_max)
     app.include_router(queue.router(settings.tuning.mount_path))
     return _mount_one(app, blocks, settings.tuning.mount_path, settings)
 
 
 def chat_fn_index(blocks: gr.Blocks) -> int:
     """The `fn_index` clients send for `/chat` (the config's dependency of api_name chat)."""
-    return next(fn._id for fn in blocks.fns.values() if fn.api_name == "chat")
+    return next(i for i, fn in blocks.fns.items() if fn.api_name == "chat")
 
 
 def _mount_one(app: FastAPI, blocks: gr.Blocks, path: str, settings: AgentSettings) -> FastAPI:

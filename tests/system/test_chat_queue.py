@@ -8,6 +8,7 @@ of the suite; tests/system/test_gradio_sessions.py checks whose session it is.)
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,14 +17,18 @@ import httpx
 import pytest
 from gradio_client.utils import apply_diff
 
+from agentchat.agent.gradio.chat_queue import INPUTS
 from testkit.stack import Stack, stack_on_own_database
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str,
           migrated_template: str) -> Iterator[Stack]:
+    # Small session bounds, so the test below reaches them.
     with stack_on_own_database(pg_server, migrated_template, tmp_path_factory.mktemp("queue"),
-                               AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.01") as s:
+                               AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S="0.01",
+                               AGENTCHAT_AGENT_TUNING__CHAT_SESSIONS_MAX="3",
+                               AGENTCHAT_AGENT_TUNING__CHAT_UNREAD_SESSION_S="2") as s:
         yield s
 
 
@@ -139,3 +144,27 @@ def test_malformed_queue_requests_are_refused_and_store_nothing(stack: Stack) ->
     frames, _ = _frames(stack, alice, session)
     assert frames[0].get("session_not_found") is True, frames
     assert _conversations(stack, alice) == before
+
+
+def test_the_queue_takes_chats_seven_inputs_in_order(stack: Stack) -> None:
+    """The queue maps `data` by position onto the inputs /chat declares (its API info)."""
+    info = httpx.get(_api(stack) + "/info", timeout=30).json()
+    names = [p["parameter_name"] for p in info["named_endpoints"]["/chat"]["parameters"]]
+    assert names == list(INPUTS)
+
+
+def test_sessions_nobody_reads_are_dropped(stack: Stack) -> None:
+    """Over the replica's session cap the oldest unread session goes; the others are read,
+    until the unread time (2 s here) has passed since their submits ended."""
+    alice = stack.token("alice")
+    sessions = [uuid.uuid4().hex for _ in range(4)]
+    for session in sessions:
+        assert _join(stack, alice, session, ["echo 3 words"]).status_code == 200
+    oldest, _ = _frames(stack, alice, sessions[0])
+    assert oldest[0].get("session_not_found") is True, oldest
+    newest, _ = _frames(stack, alice, sessions[3])
+    assert newest[-1] == {"msg": "close_stream", "event_id": None}, newest
+    time.sleep(3)  # the submits ended within a second; 2 s later nobody had read them
+    for session in sessions[1:3]:
+        unread, _ = _frames(stack, alice, session)
+        assert unread[0].get("session_not_found") is True, unread
