@@ -193,14 +193,25 @@ async def migrate_url(url: str, limits: MigrationLimits | None = None) -> int:
 
 
 def create_pool(url: str, *, min_size: int = 1, max_size: int = 10,
-                timeout: float = 10.0) -> AsyncConnectionPool:
+                timeout: float = 10.0,
+                idle_in_transaction_s: float | None = None) -> AsyncConnectionPool:
     """A pool whose connections are checked before use, so it recovers after a restart.
 
     A connection that cannot be re-made is given up after `timeout` rather than psycopg's
     five minutes: its retries back off (1, 2, 4, 8 s...) and hold a slot of the pool, so after
     a long outage a request could wait out a backoff although the server is back. Given up,
     the slot is free and the next request connects at once.
+
+    With `idle_in_transaction_s`, PostgreSQL ends a session that waits that long inside a
+    transaction: a process frozen mid-transaction (SIGSTOP, a paused VM) keeps its row and
+    advisory locks no longer. Its TCP connection stays open, so nothing else would end it.
     """
+    idle = None if idle_in_transaction_s is None else f"{round(idle_in_transaction_s * 1000)}ms"
+
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s,"
+                           " false)", (idle,))
+
     return AsyncConnectionPool(
         url,
         min_size=min_size,
@@ -208,6 +219,7 @@ def create_pool(url: str, *, min_size: int = 1, max_size: int = 10,
         timeout=timeout,
         reconnect_timeout=timeout,
         kwargs=CONNECTION_KWARGS,
+        configure=configure if idle is not None else None,
         check=_check_connection,
         reset=_note_return,
         open=False,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from agentchat.agent.storage.sealing import TokenSeal
@@ -52,12 +53,14 @@ from testkit.support import (
 # A paced model so a run is still streaming when its replica dies; a short heartbeat and lost
 # bound so a dead replica's run is taken over within seconds; a lease longer than that (the
 # orphan sweep settles a turn whose lease lapsed, and the takeover must come first); two
-# attempts, so "attempts used up" needs only two kills.
+# attempts, so "attempts used up" needs only two kills; a replica's session idle in a
+# transaction ended after 3 s (a replica frozen mid-transaction).
 ENV = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.02",
        "AGENTCHAT_AGENT_TUNING__LEASE_S": "15", "AGENTCHAT_AGENT_TUNING__RUN_HEARTBEAT_S": "0.5",
        "AGENTCHAT_AGENT_TUNING__RUN_LOST_S": "2",
        "AGENTCHAT_AGENT_TUNING__RUN_TAKEOVER_POLL_S": "0.25",
-       "AGENTCHAT_AGENT_TUNING__RUN_MAX_ATTEMPTS": "2"}
+       "AGENTCHAT_AGENT_TUNING__RUN_MAX_ATTEMPTS": "2",
+       "AGENTCHAT_AGENT_DB_IDLE_IN_TRANSACTION_S": "3"}
 LONG = "привет and echo 80 words"
 BOUND_S = 45.0
 LATENCIES: dict[str, list[float]] = {"sigkill": [], "drain": []}
@@ -519,6 +522,47 @@ def test_a_stale_owner_revived_sends_no_request_and_appends_no_audit_row(
     assert sandbox[1]["decision_id"] == trail[2]["detail"]["decision_id"]
     assert len({r["call_id"] for r in trail}) == 1, trail
     sender.join(BOUND_S)
+
+
+# The writer's fence (agent/storage/runs.py FENCE) by its backend's state in PostgreSQL.
+FENCE_BACKEND = ("SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
+                 " AND query LIKE '%%FOR NO KEY UPDATE%%' AND {}")
+
+
+def test_a_replica_frozen_inside_a_transaction_is_taken_over(
+        stack: Stack, paused: Service) -> None:
+    """SIGSTOPped while its writer holds the run's row locked in an open transaction (the
+    fence of a batch not yet committed): PostgreSQL ends that session after
+    AGENTCHAT_AGENT_DB_IDLE_IN_TRANSACTION_S, and the survivor takes the run over. Without
+    that bound a takeover skips the locked row for as long as the replica stays frozen (its
+    TCP connection is alive: the kernel answers for a stopped process)."""
+    proc = paused.proc
+    assert proc is not None
+    alice = stack.token("alice")
+    first, cid, run_id = stored_run(stack, paused, alice, "привет and echo 300 words")
+    # Holding the row, the test makes the writer's next batch wait inside its transaction,
+    # freezes the replica there, then lets the fence have the row: idle in a transaction.
+    with psycopg.connect(stack.database_url, autocommit=True) as holder:
+        with holder.transaction():
+            holder.execute("SELECT 1 FROM runs WHERE id = %s FOR UPDATE", (run_id,))
+            wait_for(lambda: rows(stack.database_url, FENCE_BACKEND.format(
+                "wait_event_type = 'Lock'")), "the writer's fence waiting", BOUND_S, pause=0.05)
+            proc.send_signal(signal.SIGSTOP)
+    try:
+        assert wait_for(lambda: rows(stack.database_url, FENCE_BACKEND.format(
+            "state = 'idle in transaction'")), "the frozen fence holding the row", 2.0,
+            pause=0.02)
+        assert run_row(stack, run_id)["status"] == "running"
+        wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
+                 "the survivor's takeover", BOUND_S, pause=0.1)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    joined = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
+    assert_resumed(stack, joined, run_id, int(first.last["seq"]), alice, cid)
+    time.sleep(1.5)  # the revived replica's writer has found its session ended by now
+    assert proc.poll() is None, "the revived replica lives on"
+    assert rows(stack.database_url, "SELECT count(*) AS n FROM messages WHERE"
+                " conversation_id=%s AND role='assistant'", cid) == [{"n": 1}]
 
 
 def stored_run(stack: Stack, agent: Service, token: str, text: str
