@@ -263,16 +263,18 @@ def conversation_lock_key(conversation_id: str) -> int:
 async def conversation_lock(
     conn: psycopg.AsyncConnection[Any], conversation_id: str
 ) -> AsyncIterator[None]:
-    """Hold the conversation's lock for the block (a session-level advisory lock).
+    """Hold the conversation's lock for the block, which is one transaction (a transaction
+    advisory lock; a `conn.transaction()` inside is a savepoint).
 
     The agent (answers to cards, turns), the REST API and the pruner all take this one lock.
+    In a transaction, not for the session: a process frozen while holding it (SIGSTOP, a
+    paused VM) keeps it no longer than its connection's `idle_in_transaction_session_timeout`
+    (`create_pool`); a session's lock would be kept as long as the process is frozen.
     """
     key = conversation_lock_key(conversation_id)
-    await conn.execute("SELECT pg_advisory_lock(%s, %s)", (CONVERSATION_LOCK_NS, key))
-    try:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (CONVERSATION_LOCK_NS, key))
         yield
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (CONVERSATION_LOCK_NS, key))
 
 
 async def try_conversation_lock(conn: psycopg.AsyncConnection[Any], conversation_id: str) -> bool:

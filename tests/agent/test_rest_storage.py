@@ -27,6 +27,9 @@ class Recording:
         self.statements.append(sql)
         return await self.conn.execute(sql, params)
 
+    def transaction(self) -> Any:
+        return self.conn.transaction()
+
 
 CALLS: dict[str, Callable[[Any, str, str], Awaitable[Any]]] = {
     "get": lambda db, owner, cid: conversations.get_conversation(

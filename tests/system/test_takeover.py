@@ -39,6 +39,7 @@ import psycopg
 import pytest
 
 from agentchat.agent.storage.sealing import TokenSeal
+from agentchat.db import CONVERSATION_LOCK_NS, conversation_lock_key
 from testkit.raw_chat import Outcome, RawChat
 from testkit.reliability import audit_ok, history_items, rows, say, submit, wait_for
 from testkit.stack import CLIENT_SECRET, Stack, running_stack
@@ -563,6 +564,52 @@ def test_a_replica_frozen_inside_a_transaction_is_taken_over(
     assert proc.poll() is None, "the revived replica lives on"
     assert rows(stack.database_url, "SELECT count(*) AS n FROM messages WHERE"
                 " conversation_id=%s AND role='assistant'", cid) == [{"n": 1}]
+
+
+def test_a_replica_frozen_holding_a_conversations_lock_holds_it_no_longer(
+        stack: Stack, paused: Service) -> None:
+    """SIGSTOPped right after it took a conversation's lock (archiving it): the survivor's
+    restore of that conversation waits for the frozen replica's session to end
+    (AGENTCHAT_AGENT_DB_IDLE_IN_TRANSACTION_S), not for the replica to come back. The
+    frozen archive, revived, fails STORAGE_UNAVAILABLE (retryable) and stores nothing."""
+    proc = paused.proc
+    assert proc is not None
+    alice = stack.token("alice")
+    auth = {"Authorization": f"Bearer {alice}"}
+    made = httpx.post(stack.agent.url + "/api/assistant/conversations", headers=auth,
+                      json={"title": "frozen"}, timeout=30)
+    assert made.status_code == 201, made.text
+    cid = str(made.json()["id"])
+    lock = (CONVERSATION_LOCK_NS, conversation_lock_key(cid))
+    archived: dict[str, httpx.Response] = {}
+    # The test holds the lock (as the pruner does) until the replica's archive waits for it,
+    # freezes the replica, then lets go: the frozen replica holds the lock.
+    with psycopg.connect(stack.database_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+        archiver = threading.Thread(daemon=True, target=lambda: archived.setdefault(
+            "resp", httpx.delete(f"{paused.url}/api/assistant/conversations/{cid}",
+                                 headers=auth, timeout=BOUND_S)))
+        archiver.start()
+        wait_for(lambda: rows(stack.database_url, "SELECT 1 FROM pg_stat_activity WHERE"
+                              " datname = current_database() AND wait_event = 'advisory'"),
+                 "the archive waiting for the lock", BOUND_S, pause=0.05)
+        proc.send_signal(signal.SIGSTOP)
+        holder.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+    try:
+        started = time.monotonic()
+        restored = httpx.post(f"{stack.agent.url}/api/assistant/conversations/{cid}/restore",
+                              headers=auth, timeout=BOUND_S)
+        waited = time.monotonic() - started
+        assert restored.status_code == 200, restored.text
+        assert restored.json()["is_archived"] is False
+        assert waited >= 1.0, f"the restore did not wait for the frozen lock ({waited:.2f} s)"
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    archiver.join(BOUND_S)
+    resp = archived["resp"]
+    assert resp.status_code == 503 and resp.json()["code"] == "STORAGE_UNAVAILABLE", resp.text
+    assert rows(stack.database_url, "SELECT is_archived FROM conversations WHERE id=%s",
+                cid) == [{"is_archived": False}]
 
 
 def stored_run(stack: Stack, agent: Service, token: str, text: str
