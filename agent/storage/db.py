@@ -24,7 +24,10 @@ from agentchat.errors import AgentChatError, ErrorCode
 Db = psycopg_pool.AsyncConnectionPool | psycopg.AsyncConnection[Any]
 Row = dict[str, Any]
 
-STORAGE_ERRORS = (psycopg.OperationalError, psycopg_pool.PoolTimeout, psycopg.InterfaceError)
+# The session ended by the server for idling in a transaction (`create_pool`: a replica frozen
+# mid-transaction, revived) is an InternalError to psycopg, and an outage to us: retryable.
+STORAGE_ERRORS = (psycopg.OperationalError, psycopg_pool.PoolTimeout, psycopg.InterfaceError,
+                  psycopg.errors.IdleInTransactionSessionTimeout)
 
 
 @asynccontextmanager

@@ -13,6 +13,8 @@ import psycopg
 import pytest
 
 from agentchat import db
+from agentchat.agent.storage.db import connection
+from agentchat.errors import AgentChatError, ErrorCode
 
 
 async def _pid(pool: Any) -> int:
@@ -53,6 +55,28 @@ async def test_a_connection_back_a_moment_ago_goes_out_unchecked(
         with pytest.raises(psycopg.OperationalError):
             await _pid(pool)
         # the pool saw it broken when it came back and made a new one
+        assert await _pid(pool) != first
+    finally:
+        await pool.close()
+
+
+async def test_a_transaction_left_idle_is_ended_and_reads_as_an_outage(database_url: str) -> None:
+    """With `idle_in_transaction_s` (the agent's pool), PostgreSQL ends a session that waits
+    inside a transaction (a process frozen there): the conversation's lock it held is free for
+    others at once, the process's next statement is STORAGE_UNAVAILABLE (retryable, not
+    INTERNAL), and the pool replaces the connection."""
+    pool = db.create_pool(database_url, max_size=1, idle_in_transaction_s=0.3)
+    await pool.open(wait=True)
+    try:
+        first = await _pid(pool)
+        with pytest.raises(AgentChatError) as caught:
+            async with connection(pool) as conn, db.conversation_lock(conn, "c-frozen"):
+                await asyncio.sleep(1.0)  # frozen: nothing sent for longer than the bound
+                async with await psycopg.AsyncConnection.connect(
+                        database_url, **db.CONNECTION_KWARGS) as other:
+                    assert await db.try_conversation_lock(other, "c-frozen")
+                await conn.execute("SELECT 1")
+        assert caught.value.code is ErrorCode.STORAGE_UNAVAILABLE
         assert await _pid(pool) != first
     finally:
         await pool.close()
