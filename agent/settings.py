@@ -299,8 +299,8 @@ class AgentSettings(SelectionSettings):
     # PostgreSQL ends a connection of ours idle this long inside a transaction (ours take
     # milliseconds): a replica frozen mid-transaction (SIGSTOP, a paused VM) would otherwise
     # keep its runs' rows locked, and a takeover skips locked rows (docs/protocol.md §4).
-    # Keep it at or below `tuning.run_lost_s`.
-    db_idle_in_transaction_s: float = Field(default=10.0, gt=0)
+    # Unset: `tuning.run_lost_s`, so a frozen replica's runs are free when they are due.
+    db_idle_in_transaction_s: float | None = Field(default=None, gt=0)
 
     # The people's page at /api/agent/ui/ (agent/api/routes/ui.py): unset means on in dev and
     # off otherwise (production serves it only behind an ingress that injects Authorization).

@@ -128,7 +128,8 @@ async def build_services(settings: AgentSettings, uploads: UploadBook) -> Servic
     which the Gradio guard, built before the services, holds as well."""
     catalogs = CatalogSource(settings.catalog_path, check_s=settings.tuning.catalog_check_s)
     pool = create_pool(resolve_database_url(settings), max_size=settings.db_pool_max,
-                       idle_in_transaction_s=settings.db_idle_in_transaction_s)
+                       idle_in_transaction_s=(settings.db_idle_in_transaction_s
+                                              or settings.tuning.run_lost_s))
     await pool.open(wait=True, timeout=30)
     async with pool.connection() as conn:
         await migrate(conn)

@@ -54,14 +54,13 @@ from testkit.support import (
 # A paced model so a run is still streaming when its replica dies; a short heartbeat and lost
 # bound so a dead replica's run is taken over within seconds; a lease longer than that (the
 # orphan sweep settles a turn whose lease lapsed, and the takeover must come first); two
-# attempts, so "attempts used up" needs only two kills; a replica's session idle in a
-# transaction ended after 3 s (a replica frozen mid-transaction).
+# attempts, so "attempts used up" needs only two kills. A replica's session idle in a
+# transaction is ended after RUN_LOST_S too (AGENTCHAT_AGENT_DB_IDLE_IN_TRANSACTION_S unset).
 ENV = {"AGENTCHAT_AGENT_TUNING__PLANNER_TOKEN_DELAY_S": "0.02",
        "AGENTCHAT_AGENT_TUNING__LEASE_S": "15", "AGENTCHAT_AGENT_TUNING__RUN_HEARTBEAT_S": "0.5",
        "AGENTCHAT_AGENT_TUNING__RUN_LOST_S": "2",
        "AGENTCHAT_AGENT_TUNING__RUN_TAKEOVER_POLL_S": "0.25",
-       "AGENTCHAT_AGENT_TUNING__RUN_MAX_ATTEMPTS": "2",
-       "AGENTCHAT_AGENT_DB_IDLE_IN_TRANSACTION_S": "3"}
+       "AGENTCHAT_AGENT_TUNING__RUN_MAX_ATTEMPTS": "2"}
 LONG = "привет and echo 80 words"
 BOUND_S = 45.0
 LATENCIES: dict[str, list[float]] = {"sigkill": [], "drain": []}
@@ -528,6 +527,9 @@ def test_a_stale_owner_revived_sends_no_request_and_appends_no_audit_row(
 # The writer's fence (agent/storage/runs.py FENCE) by its backend's state in PostgreSQL.
 FENCE_BACKEND = ("SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
                  " AND query LIKE '%%FOR NO KEY UPDATE%%' AND {}")
+ACTIVITY = ("SELECT state, wait_event, left(query, 60) AS query FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND state <> 'idle'")
 
 
 def test_a_replica_frozen_inside_a_transaction_is_taken_over(
@@ -540,22 +542,35 @@ def test_a_replica_frozen_inside_a_transaction_is_taken_over(
     proc = paused.proc
     assert proc is not None
     alice = stack.token("alice")
-    first, cid, run_id = stored_run(stack, paused, alice, "привет and echo 300 words")
+    first, cid, run_id = stored_run(stack, paused, alice, "привет and echo 400 words")
+    started = time.monotonic()
     # Holding the row, the test makes the writer's next batch wait inside its transaction,
     # freezes the replica there, then lets the fence have the row: idle in a transaction.
-    with psycopg.connect(stack.database_url, autocommit=True) as holder:
-        with holder.transaction():
-            holder.execute("SELECT 1 FROM runs WHERE id = %s FOR UPDATE", (run_id,))
-            wait_for(lambda: rows(stack.database_url, FENCE_BACKEND.format(
-                "wait_event_type = 'Lock'")), "the writer's fence waiting", BOUND_S, pause=0.05)
-            proc.send_signal(signal.SIGSTOP)
+    # The writer beats after a batch, in the same task: when its beat met the held row first
+    # (no batch was due), the test lets go and tries again.
+    frozen = False
+    while not frozen and time.monotonic() - started < BOUND_S:
+        with psycopg.connect(stack.database_url, autocommit=True) as holder:
+            with holder.transaction():
+                holder.execute("SELECT 1 FROM runs WHERE id = %s FOR UPDATE", (run_id,))
+                waiting = time.monotonic() + 1.0
+                while not frozen and time.monotonic() < waiting:
+                    if rows(stack.database_url, FENCE_BACKEND.format("wait_event_type = 'Lock'")):
+                        proc.send_signal(signal.SIGSTOP)
+                        frozen = True
+                    time.sleep(0.02)
+    assert frozen, "the writer's fence never waited for the held row"
     try:
         assert wait_for(lambda: rows(stack.database_url, FENCE_BACKEND.format(
             "state = 'idle in transaction'")), "the frozen fence holding the row", 2.0,
             pause=0.02)
         assert run_row(stack, run_id)["status"] == "running"
-        wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
-                 "the survivor's takeover", BOUND_S, pause=0.1)
+        try:
+            wait_for(lambda: run_row(stack, run_id)["replica"] == "survivor",
+                     "the survivor's takeover", BOUND_S, pause=0.1)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the run: {run_row(stack, run_id)}; its backends: "
+                                 f"{rows(stack.database_url, ACTIVITY)}") from None
     finally:
         proc.send_signal(signal.SIGCONT)
     joined = asyncio.run(_join(stack.agent, alice, cid, run_id, int(first.last["seq"])))
