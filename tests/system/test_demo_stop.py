@@ -25,6 +25,7 @@ import pytest
 from agentchat.identity import DevUserIssuer
 from agentchat.settings import SharedSettings
 from testkit.raw_chat import RawChat
+from testkit.reliability import wait_for
 from testkit.support import ROOT, free_port
 
 READY = "Ctrl-C stops everything."
@@ -83,7 +84,9 @@ def test_make_demo_stops_cleanly_mid_turn(tmp_path: Path, database_url: str,
         assert "/api/agent/ui/" in urls[0] and "/api/agent/gradio/" in urls[1], urls
         token = DevUserIssuer(SharedSettings(data_dir=tmp_path / "data", mode="dev")).mint("alice")
         asyncio.run(_start_turn(port, token))
-        assert _runs(database_url).get("running") == 1, _runs(database_url)
+        # The run's row is stored by the replica's writer just after its first events.
+        wait_for(lambda: _runs(database_url).get("running") == 1, "the run's row", 20,
+                 pause=0.05)
         family = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(p.cmdline()[1:3]) for p in family)
         assert all(part in names for part in ("demo", "sandbox", "policy", "serve")), names
