@@ -20,11 +20,15 @@ from agentchat.agent.storage.db import Db, Row, connection, fetch_all, fetch_one
 
 CHANNEL = "agentchat_runs"  # NOTIFY payload: the run id whose events or status changed
 
+# A run of a conversation deleted meanwhile is not stored (not a foreign-key error that would
+# cost the whole batch, every other run's events with it).
 INSERT_RUNS = """
 INSERT INTO runs (id, conversation_id, turn_id, kind, tab_id, replica, resume_token)
-SELECT * FROM unnest(%(ids)s::text[], %(conversations)s::text[], %(turns)s::text[],
-                     %(kinds)s::text[], %(tabs)s::text[], %(replicas)s::text[],
-                     %(tokens)s::text[])
+SELECT v.* FROM unnest(%(ids)s::text[], %(conversations)s::text[], %(turns)s::text[],
+                       %(kinds)s::text[], %(tabs)s::text[], %(replicas)s::text[],
+                       %(tokens)s::text[]) AS v(id, conversation_id, turn_id, kind, tab_id,
+                                                replica, resume_token)
+  JOIN conversations c ON c.id = v.conversation_id
 ON CONFLICT (id) DO NOTHING
 """
 # Events, the runs' progress (last seq, the oldest kept, a final status) and a notification
@@ -208,7 +212,9 @@ async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progre
     the `_base` of trimmed runs' first kept rows stored earlier: (run_id, seq, text). Fenced
     first: the runs whose epoch is no longer the writer's (taken over, released) store
     nothing; their ids are returned. Their rows stay locked to the end of the transaction,
-    so a takeover (which skips locked rows) never claims a run in the middle of a batch."""
+    so a takeover (which skips locked rows) never claims a run in the middle of a batch.
+    A run without a row (its conversation deleted) stores nothing either: its events would
+    fail the batch on the foreign key; its heartbeat finds it gone and fences it."""
     fenced: list[str] = []
     async with connection(db) as conn, conn.transaction():
         if new_runs:
@@ -222,9 +228,11 @@ async def write(db: Db, new_runs: Sequence[RunRecord], progress: Sequence[Progre
         if progress:
             epochs = {str(r["id"]): int(r["epoch"]) for r in await fetch_all(
                 conn, FENCE, {"ids": [p.run_id for p in progress]})}
-            fenced = [p.run_id for p in progress if epochs.get(p.run_id, p.epoch) != p.epoch]
-            progress = [p for p in progress if p.run_id not in fenced]
-            bases = [b for b in bases if b[0] not in fenced]
+            fenced = [p.run_id for p in progress
+                      if p.run_id in epochs and epochs[p.run_id] != p.epoch]
+            progress = [p for p in progress if epochs.get(p.run_id) == p.epoch]
+            stored = {p.run_id for p in progress}
+            bases = [b for b in bases if b[0] in stored]
         if progress:
             await conn.execute(WRITE_EVENTS, {
                 "events": event_rows(progress),
